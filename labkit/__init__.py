@@ -1,0 +1,1 @@
+"""labkit: measured, reusable PyTorch data-loading pieces."""

@@ -1,0 +1,123 @@
+"""The ``labkit`` command: ``labkit data | pack | verify | demo``.
+
+Each sub-command is a thin shell over a library function, so anything it does a notebook
+or a training script can do with one import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional, Tuple
+
+from labkit.settings import quick_mode
+
+
+def _size(text: str) -> Tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 800x600, got {text!r}") from None
+    return w, h
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text}")
+    return value
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    from labkit.synthetic import QUICK_COUNT, PhotoSpec, make_photos
+
+    n = QUICK_COUNT if (args.quick or quick_mode()) else args.n
+    spec = PhotoSpec(n=n, classes=args.classes, width=args.size[0], height=args.size[1], seed=args.seed,
+                     quality=args.quality, grayscale=args.grayscale, cmyk=args.cmyk, png=args.png,
+                     large=args.large, corrupt=args.corrupt)
+    print(make_photos(args.out, spec, workers=args.workers, progress=not args.no_progress))
+    return 0
+
+
+def _cmd_pack(args: argparse.Namespace) -> int:
+    from labkit.packing import pack_folder
+
+    report = pack_folder(args.src, args.dst, decoded_size=args.decoded, decoder=args.decoder, alignment=args.align,
+                         check=not args.no_check, workers=args.workers, progress=not args.no_progress)
+    print(report)
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from labkit.packfile import PackError, verify_pack
+
+    try:
+        print(verify_pack(args.pack, progress=not args.no_progress))
+    except PackError as e:
+        print(f"DAMAGED {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from labkit.demo import run_demo
+
+    run_demo(args.data, quick=args.quick or quick_mode(), batch_size=args.batch, workers=args.workers,
+             runs=args.runs, json_path=args.json, progress=not args.no_progress)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="labkit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workers", type=int, default=None, help="processes to use (default: every usable CPU)")
+    common.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("data", parents=[common], help="make the photo-like JPEG data set (ImageFolder layout)")
+    p.add_argument("--out", default="data/photos", help="output folder (default: data/photos)")
+    p.add_argument("--n", type=int, default=2000, help="number of images (default 2000; the seed used 20000)")
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--size", type=_size, default=(800, 600), help="WIDTHxHEIGHT (default 800x600)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
+    for variant, what in (("grayscale", "grayscale JPEGs"), ("cmyk", "CMYK JPEGs"), ("png", "RGBA PNGs"),
+                          ("large", "4000x3000 JPEGs"), ("corrupt", "corrupt files (listed in the manifest)")):
+        p.add_argument(f"--{variant}", type=_fraction, default=0.0, metavar="FRACTION", help=f"fraction of {what}")
+    p.add_argument("--quick", action="store_true", help="make 256 images (also: LABKIT_QUICK=1)")
+    p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("pack", parents=[common], help="pack an ImageFolder into one verified file")
+    p.add_argument("src", help="ImageFolder root (root/<class>/<image>)")
+    p.add_argument("dst", help="pack file to write")
+    p.add_argument("--decoded", type=int, metavar="SIZE", help="store SIZExSIZE decoded uint8 images instead of files")
+    p.add_argument("--decoder", default="pil", help="decoder for --decoded (default pil)")
+    p.add_argument("--align", type=int, default=None, help="align each sample to this many bytes")
+    p.add_argument("--no-check", action="store_true", help="pack files without test-decoding them")
+    p.set_defaults(func=_cmd_pack)
+
+    p = sub.add_parser("verify", parents=[common], help="check a pack's header, index and every checksum")
+    p.add_argument("pack")
+    p.set_defaults(func=_cmd_verify)
+
+    p = sub.add_parser("demo", parents=[common], help="make, pack, verify, then measure images/s per storage x decoder")
+    p.add_argument("--data", default="data/photos", help="ImageFolder to use; made here if missing")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--runs", type=int, default=3, help="measured epochs per combination (median)")
+    p.add_argument("--json", default=None, help="also write the results to this JSON file")
+    p.add_argument("--quick", action="store_true", help="256 images (also: LABKIT_QUICK=1)")
+    p.set_defaults(func=_cmd_demo)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (FileNotFoundError, ValueError) as e:  # bad input: the message names it and the fix
+        print(f"labkit {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

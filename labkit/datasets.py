@@ -1,0 +1,279 @@
+"""Map-style datasets over an image folder, an encoded pack and a decoded pack (seed section 2.1).
+
+All three share one interface, so a lab swaps storage without touching anything else:
+``len(ds)``, ``ds[i] -> (uint8 C×H×W tensor, int label)``, ``ds.__getitems__(indices)``
+(batched reads, in file order), ``ds.labels`` (numpy int64), ``ds.classes``.
+
+What they guarantee beyond ``torchvision.datasets.ImageFolder``:
+
+* Paths and index tables live in numpy arrays (`labkit.strtable.StringTable`), so worker
+  memory does not creep up epoch after epoch through copy-on-write of Python objects.
+* A sample that cannot be read raises `SampleError` naming its index and path. With
+  ``on_error="skip"`` the next readable sample is returned instead and the skip is recorded
+  in ``ds.skipped`` — from every DataLoader worker, not just the main process.
+* Images come out as uint8; float conversion and normalisation belong on the device.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import weakref
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from labkit.decode import MAX_PIXELS, DecodeError, Size, get_decoder, target_hw
+from labkit.folders import scan_image_folder
+from labkit.packfile import PackError, PackReader
+from labkit.strtable import PathLike
+
+Sample = Tuple[Any, int]
+ON_ERROR = ("raise", "skip")
+
+
+class SampleError(RuntimeError):
+    """One sample could not be loaded; the message names its index, its path and the fix."""
+
+    def __init__(self, message: str, index: Optional[int] = None, path: Optional[str] = None) -> None:
+        # One positional argument, so DataLoader can re-raise it in the main process.
+        super().__init__(message)
+        self.index = index
+        self.path = path
+
+
+@dataclass(frozen=True)
+class SkipRecord:
+    """A sample that ``on_error="skip"`` replaced: where it is and why it failed."""
+
+    index: int
+    path: str
+    error: str
+
+
+def _unlink_if_owner(path: str, owner: int) -> None:
+    if os.getpid() == owner and os.path.exists(path):
+        os.unlink(path)
+
+
+class SkipLog:
+    """Append-only record of skipped samples, shared by the main process and every worker.
+
+    Workers are separate processes, so an in-memory list would stay in the worker. Each
+    record is one ``O_APPEND`` write of a JSON line to a temporary file, which is atomic
+    for lines this short; the process that created the log deletes the file when done.
+    """
+
+    def __init__(self) -> None:
+        fd, self.path = tempfile.mkstemp(prefix="labkit-skips-", suffix=".jsonl")
+        os.close(fd)
+        weakref.finalize(self, _unlink_if_owner, self.path, os.getpid())
+
+    def __getstate__(self) -> Dict[str, str]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: Dict[str, str]) -> None:
+        self.path = state["path"]
+
+    def record(self, index: int, path: str, error: str) -> None:
+        line = json.dumps({"index": index, "path": path, "error": error}) + "\n"
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    def records(self) -> List[SkipRecord]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as f:
+            return [SkipRecord(**json.loads(line)) for line in f if line.strip()]
+
+    def clear(self) -> None:
+        open(self.path, "w").close()
+
+
+_LOAD_ERRORS = (DecodeError, PackError, OSError)
+
+
+class LabeledImageDataset(Dataset):
+    """The shared behaviour of labkit's image datasets: indexing, labels, errors and skips."""
+
+    labels: np.ndarray
+    classes: List[str]
+
+    def __init__(self, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str) -> None:
+        if on_error not in ON_ERROR:
+            raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+        self.transform = transform
+        self.on_error = on_error
+        self._skips = SkipLog() if on_error == "skip" else None
+
+    # Subclasses say how to load one sample and how to name it in messages.
+    def _load(self, index: int) -> torch.Tensor:
+        raise NotImplementedError
+
+    def sample_path(self, index: int) -> str:
+        """Where sample ``index`` comes from, for error messages and reports."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def _check_index(self, index: int) -> int:
+        n = len(self)
+        if not -n <= index < n:
+            raise IndexError(f"sample index {index} out of range for a dataset of {n} samples")
+        return int(index) % n
+
+    def _try_load(self, index: int) -> Sample:
+        try:
+            image = self._load(index)
+        except _LOAD_ERRORS as e:
+            raise SampleError(f"sample {index} ({self.sample_path(index)!r}): {e}. Remove or replace the file, "
+                              "or pass on_error='skip' to substitute another sample and record it in "
+                              ".skipped", index, self.sample_path(index)) from e
+        if self.transform is not None:
+            image = self.transform(image)
+        return image, int(self.labels[index])
+
+    def __getitem__(self, index: int) -> Sample:
+        index = self._check_index(index)
+        if self._skips is None:
+            return self._try_load(index)
+        for k in range(len(self)):
+            candidate = (index + k) % len(self)
+            try:
+                return self._try_load(candidate)
+            except SampleError as e:
+                self._skips.record(candidate, self.sample_path(candidate), str(e.__cause__))
+        raise SampleError(f"every one of the {len(self)} samples failed to load; see .skipped", index)
+
+    def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
+        """A batch of samples, read in storage order (better locality), returned in the order asked."""
+        checked = [self._check_index(i) for i in indices]
+        out: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
+        for k in np.argsort(self._storage_order(checked), kind="stable"):
+            out[k] = self[checked[k]]
+        return out
+
+    def _storage_order(self, indices: List[int]) -> np.ndarray:
+        return np.asarray(indices)
+
+    @property
+    def skipped(self) -> List[SkipRecord]:
+        """Samples replaced under ``on_error="skip"``, gathered from every process, oldest first."""
+        return self._skips.records() if self._skips is not None else []
+
+    def clear_skipped(self) -> None:
+        if self._skips is not None:
+            self._skips.clear()
+
+
+class ImageFolderDataset(LabeledImageDataset):
+    """Images in an ImageFolder tree (``root/<class>/<file>``), decoded by ``decoder`` to ``size``."""
+
+    def __init__(self, root: PathLike, decoder: str = "pil", size: Size = 256,
+                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS) -> None:
+        super().__init__(transform, on_error)
+        index = scan_image_folder(root)
+        self.root = index.root
+        self.classes = index.classes
+        self.relpaths = index.relpaths
+        self.labels = index.labels
+        self.decoder = decoder
+        self._decode = get_decoder(decoder)
+        self.size = target_hw(size)
+        self.max_pixels = max_pixels
+
+    def sample_path(self, index: int) -> str:
+        return os.path.join(self.root, self.relpaths[index])
+
+    def _load(self, index: int) -> torch.Tensor:
+        with open(self.sample_path(index), "rb") as f:
+            data = f.read()
+        return self._decode(data, self.size, self.max_pixels)
+
+    def __repr__(self) -> str:
+        return (f"ImageFolderDataset({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
+                f"decoder={self.decoder!r}, size={self.size})")
+
+
+class PackedDataset(LabeledImageDataset):
+    """Encoded images from one pack file (`labkit pack`), read through mmap and decoded per sample."""
+
+    def __init__(self, pack_path: PathLike, decoder: str = "pil", size: Size = 256,
+                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS, check_crc: bool = True) -> None:
+        super().__init__(transform, on_error)
+        self.reader = PackReader(pack_path, check_crc=check_crc)
+        if self.reader.kind != "encoded":
+            raise ValueError(f"{self.reader.path}: holds decoded arrays; open it with DecodedArrayDataset")
+        self.classes = self.reader.classes
+        self.labels = self.reader.labels
+        self.decoder = decoder
+        self._decode = get_decoder(decoder)
+        self.size = target_hw(size)
+        self.max_pixels = max_pixels
+
+    def sample_path(self, index: int) -> str:
+        return f"{self.reader.path}:{self.reader.paths[index]}"
+
+    def _load(self, index: int) -> torch.Tensor:
+        return self._decode(self.reader.read(index), self.size, self.max_pixels)
+
+    def _storage_order(self, indices: List[int]) -> np.ndarray:
+        return self.reader.records["offset"][indices]
+
+    def __repr__(self) -> str:
+        return (f"PackedDataset({self.reader.path!r}, {len(self)} images, {len(self.classes)} classes, "
+                f"decoder={self.decoder!r}, size={self.size})")
+
+
+class DecodedArrayDataset(LabeledImageDataset):
+    """Pre-decoded, pre-resized uint8 images from a pack made with ``labkit pack --decoded N``.
+
+    No decode at all: the bound FFCV's RAW mode reaches. ``__getitems__`` copies a whole
+    batch out of the mapping into one array.
+    """
+
+    def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]] = None,
+                 on_error: str = "raise", size: Size = None, check_crc: bool = True) -> None:
+        super().__init__(transform, on_error)
+        self.reader = PackReader(pack_path, check_crc=check_crc)
+        if self.reader.decoded_shape is None:
+            raise ValueError(f"{self.reader.path}: holds encoded images; open it with PackedDataset, "
+                             "or make a decoded pack with `labkit pack --decoded SIZE`")
+        stored = tuple(self.reader.decoded_shape[-2:])
+        if size is not None and target_hw(size) != stored:
+            raise ValueError(f"{self.reader.path}: images are stored at {stored[0]}x{stored[1]}, not {size}; "
+                             "re-pack with `labkit pack --decoded` at the size you need")
+        self.size = stored
+        self.classes = self.reader.classes
+        self.labels = self.reader.labels
+
+    def sample_path(self, index: int) -> str:
+        return f"{self.reader.path}:{self.reader.paths[index]}"
+
+    def _load(self, index: int) -> torch.Tensor:
+        return torch.from_numpy(self.reader.read_decoded([index])[0])
+
+    def _storage_order(self, indices: List[int]) -> np.ndarray:
+        return self.reader.records["offset"][indices]
+
+    def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
+        checked = [self._check_index(i) for i in indices]
+        try:
+            batch = torch.from_numpy(self.reader.read_decoded(checked))
+        except PackError:
+            return super().__getitems__(checked)  # per-sample path: names the sample, honours on_error
+        images = list(batch) if self.transform is None else [self.transform(img) for img in batch]
+        return [(img, int(self.labels[i])) for img, i in zip(images, checked)]
+
+    def __repr__(self) -> str:
+        return f"DecodedArrayDataset({self.reader.path!r}, {len(self)} images of {self.reader.decoded_shape})"

@@ -1,0 +1,176 @@
+"""Encoded image bytes → uint8 C×H×W tensor of a target size (seed section 2.1: the costliest step).
+
+Three decoders with one contract, so a lab can swap them and measure:
+
+``pil``          full decode, then resize — the seed's baseline (``Image.open(...).convert('RGB')``
+                 followed by ``Resize((256, 256))``).
+``pil-reduced``  asks libjpeg for a DCT-scaled decode (``Image.draft``) at the smallest scale
+                 that is still no smaller than the target, then resizes. An 800×600 JPEG for a
+                 256×256 output decodes at 400×300: a quarter of the pixels.
+``torchvision``  ``torchvision.io.decode_image`` (libjpeg-turbo, libpng) and an antialiased
+                 resize on the uint8 tensor; formats it cannot read (BMP, TIFF, ...) go through PIL.
+
+Every decoder returns RGB whatever the file holds (grayscale, CMYK, palette, alpha — the alpha
+channel is dropped, as ``ImageFolder`` does), applies the EXIF orientation, and refuses an image
+whose header claims more than ``max_pixels`` before allocating anything for it.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import warnings
+from typing import Callable, Dict, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+from PIL import Image, ImageOps
+
+Size = Union[int, Tuple[int, int], Sequence[int], None]
+
+#: Largest image (in pixels) a decoder accepts unless told otherwise: Pillow's own default.
+MAX_PIXELS = 89_478_485
+_EXIF_ORIENTATION = 0x0112
+_TORCHVISION_FORMATS = {"JPEG", "PNG", "GIF", "WEBP"}
+
+
+class DecodeError(ValueError):
+    """The bytes are not an image this decoder can read (truncated, empty, not an image...)."""
+
+
+class DecompressionBombError(DecodeError):
+    """The image header claims more pixels than the decoder's ``max_pixels``."""
+
+
+def target_hw(size: Size) -> Optional[Tuple[int, int]]:
+    """``256`` → ``(256, 256)``; ``(h, w)`` stays; ``None`` means keep the decoded size."""
+    if size is None:
+        return None
+    if isinstance(size, int):
+        hw = (size, size)
+    else:
+        hw = tuple(int(s) for s in size)
+        if len(hw) != 2:
+            raise ValueError(f"size must be an int or (height, width), got {size!r}")
+    if min(hw) < 1:
+        raise ValueError(f"size must be positive, got {size!r}")
+    return hw  # type: ignore[return-value]
+
+
+def _describe(data: bytes) -> str:
+    if not data:
+        return "0 bytes"
+    return f"{len(data)} bytes starting {bytes(data[:12])!r}"
+
+
+def open_image(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
+    """Parse the header only (no pixels decoded) and refuse decompression bombs."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            img = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as e:
+        raise DecompressionBombError(f"{e}. Pass a larger max_pixels if the image is genuine") from None
+    except (OSError, SyntaxError, ValueError) as e:
+        raise DecodeError(f"not a readable image ({_describe(data)}): {e}") from None
+    w, h = img.size
+    if w * h > max_pixels:
+        raise DecompressionBombError(
+            f"header claims {w}x{h} = {w * h:,} pixels, over the limit of {max_pixels:,} "
+            "(a decompression bomb, or a genuinely huge image: then pass a larger max_pixels)")
+    return img
+
+
+def _to_rgb(img: Image.Image) -> Image.Image:
+    orientation = img.getexif().get(_EXIF_ORIENTATION, 1)
+    if orientation != 1:
+        img = ImageOps.exif_transpose(img)
+    if img.mode == "RGB":
+        return img
+    if img.mode.startswith("I"):  # 16/32-bit grayscale: scale to 8 bits (PIL's convert would clip)
+        arr = np.asarray(img, dtype=np.uint32) >> 8
+        img = Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), "L")
+    elif img.mode == "F":
+        img = Image.fromarray(np.clip(np.asarray(img), 0, 255).astype(np.uint8), "L")
+    elif img.mode == "P":
+        img = img.convert("RGBA")  # applies palette transparency properly before dropping it
+    return img.convert("RGB")
+
+
+def _pil_to_tensor(img: Image.Image) -> torch.Tensor:
+    return torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1).contiguous()
+
+
+def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool) -> torch.Tensor:
+    hw = target_hw(size)
+    img = open_image(data, max_pixels)
+    try:
+        if reduced and hw is not None and img.format == "JPEG":
+            rotated = img.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
+            img.draft("RGB", (hw[0], hw[1]) if rotated else (hw[1], hw[0]))
+        img = _to_rgb(img)
+        if hw is not None and img.size != (hw[1], hw[0]):
+            img = img.resize((hw[1], hw[0]), Image.BILINEAR)
+        return _pil_to_tensor(img)
+    except (OSError, SyntaxError, ValueError) as e:
+        raise DecodeError(f"cannot decode {img.format or 'image'} ({_describe(data)}): {e}") from None
+
+
+def decode_pil(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    """Full PIL decode, then bilinear resize to ``size`` (the seed's baseline)."""
+    return _decode_with_pil(data, size, max_pixels, reduced=False)
+
+
+def decode_pil_reduced(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    """JPEG DCT-domain downscale (``Image.draft``) to no less than ``size``, then resize."""
+    return _decode_with_pil(data, size, max_pixels, reduced=True)
+
+
+def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    """libjpeg-turbo / libpng through ``torchvision.io``, antialiased bilinear resize on uint8."""
+    from torchvision.io import ImageReadMode, decode_image
+    from torchvision.transforms.v2 import functional as F
+
+    header = open_image(data, max_pixels)
+    if header.format not in _TORCHVISION_FORMATS or header.mode == "CMYK":
+        return _decode_with_pil(data, size, max_pixels, reduced=False)
+    try:
+        img = decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8),
+                           mode=ImageReadMode.RGB, apply_exif_orientation=True)
+    except RuntimeError as e:
+        raise DecodeError(f"cannot decode {header.format} ({_describe(data)}): {e}") from None
+    if img.dtype != torch.uint8:  # 16-bit PNG
+        img = (img.to(torch.int32) >> 8).to(torch.uint8)
+    hw = target_hw(size)
+    if hw is not None and tuple(img.shape[-2:]) != hw:
+        img = F.resize(img, list(hw), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+    return img.contiguous()
+
+
+Decoder = Callable[..., torch.Tensor]
+DECODERS: Dict[str, Decoder] = {
+    "pil": decode_pil,
+    "pil-reduced": decode_pil_reduced,
+    "torchvision": decode_torchvision,
+}
+
+
+def get_decoder(name: str) -> Decoder:
+    """The decoder function called ``name``; a clear error lists the valid names."""
+    try:
+        return DECODERS[name]
+    except KeyError:
+        raise ValueError(f"unknown decoder {name!r}; choose one of {', '.join(DECODERS)}") from None
+
+
+def decode(data: bytes, size: Size = 256, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    """Decode ``data`` with the decoder named ``decoder`` to a uint8 tensor of shape (3, H, W)."""
+    return get_decoder(decoder)(data, size, max_pixels)
+
+
+def psnr(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Peak signal-to-noise ratio in dB between two uint8 images of one shape (inf when equal)."""
+    if a.shape != b.shape:
+        raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
+    mse = torch.mean((a.to(torch.float64) - b.to(torch.float64)) ** 2).item()
+    return math.inf if mse == 0 else 10 * math.log10(255.0**2 / mse)

@@ -1,0 +1,88 @@
+"""Timing a loader the way every labkit measurement does: warm-up, several runs, the median,
+and the machine it ran on — so two numbers are only compared when measured side by side."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, Iterable, List, Optional
+
+import torch
+
+from labkit.settings import usable_cpus
+
+
+def machine_info() -> Dict[str, Any]:
+    """Cores, CPU model, device and library versions: printed beside every measurement."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    import torchvision
+
+    return {"cpu_count": usable_cpus(), "cpu": cpu, "device": device, "torch": torch.__version__,
+            "torchvision": torchvision.__version__, "python": platform.python_version(),
+            "platform": platform.platform(terse=True)}
+
+
+def describe_machine(info: Optional[Dict[str, Any]] = None) -> str:
+    info = info or machine_info()
+    return (f"{info['cpu_count']} CPUs ({info['cpu']}), device {info['device']}, "
+            f"torch {info['torch']}, torchvision {info['torchvision']}")
+
+
+def _batch_size(batch: Any) -> int:
+    first = batch[0] if isinstance(batch, (list, tuple)) else batch
+    return len(first)
+
+
+@dataclass
+class Throughput:
+    """Images/s and step time of a loader: the median over ``runs`` measured passes."""
+
+    images_per_s: float
+    step_s: float
+    runs_images_per_s: List[float] = field(default_factory=list)
+    batches_per_run: int = 0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1,
+                   max_batches: Optional[int] = None) -> Throughput:
+    """Iterate ``loader`` ``warmup_runs + runs`` times (each at most ``max_batches`` batches).
+
+    Warm-up passes absorb worker start-up and cold caches and are not counted; each measured
+    pass gives images/s, and every batch gives one step time (the wait between batches).
+    """
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    rates: List[float] = []
+    steps: List[float] = []
+    batches = 0
+    for run in range(warmup_runs + runs):
+        images = 0
+        batches = 0
+        start = last = time.perf_counter()
+        run_steps: List[float] = []
+        for batch in loader:
+            now = time.perf_counter()
+            run_steps.append(now - last)
+            images += _batch_size(batch)
+            batches += 1
+            last = now
+            if max_batches is not None and batches >= max_batches:
+                break
+        elapsed = time.perf_counter() - start
+        if batches == 0:
+            raise ValueError("the loader produced no batch; is the dataset empty or drop_last too strict?")
+        if run >= warmup_runs:
+            rates.append(images / elapsed)
+            steps.extend(run_steps)
+    return Throughput(statistics.median(rates), statistics.median(steps), rates, batches)

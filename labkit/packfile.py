@@ -1,0 +1,420 @@
+"""One self-describing packed file of samples: the storage layer of seed section 5.3, made safe.
+
+Layout (all integers little-endian)::
+
+    [header, HEADER_SIZE bytes]  magic, version, kind, count, section offsets and sizes,
+                                 CRC32 of the trailer, CRC32 of the header itself
+    [blobs]                      each sample's bytes as they were (kind "encoded": the JPEG/PNG
+                                 file) or a uint8 C×H×W array (kind "decoded"), each blob
+                                 starting on a multiple of ``alignment``
+    [trailer]  records           count × (offset u64, length u64, label i32, crc32 u32)
+               path offsets      (count + 1) × i64 into the path bytes
+               path bytes        original relative paths, file-system encoded
+               metadata          UTF-8 JSON: class names, decoded shape, skipped files
+
+Nothing in the format is pickled, so opening an untrusted pack never runs code. Every size
+in the header is checked against the real file size before anything is read, every record
+against the blob region, and every blob against its CRC32 when it is read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from labkit.strtable import PathLike, StringTable
+
+MAGIC = b"LABKPACK"
+VERSION = 1
+HEADER_SIZE = 128
+KIND_ENCODED = 0
+KIND_DECODED = 1
+_KIND_NAMES = {KIND_ENCODED: "encoded", KIND_DECODED: "decoded"}
+
+# magic, version, kind, count, data_offset, index_offset, paths_length, meta_length,
+# total_size, alignment, trailer_crc; the header CRC follows at _HEADER.size.
+_HEADER = struct.Struct("<8sIIQQQQQQII")
+_HEADER_CRC = struct.Struct("<I")
+RECORD_DTYPE = np.dtype([("offset", "<u8"), ("length", "<u8"), ("label", "<i4"), ("crc32", "<u4")])
+_PATH_OFFSET_DTYPE = np.dtype("<i8")
+
+
+class PackError(ValueError):
+    """A pack file is damaged or is not a pack; the message names the file and the sample."""
+
+    def __init__(self, message: str, pack_path: Optional[str] = None, index: Optional[int] = None,
+                 sample_path: Optional[str] = None) -> None:
+        # One positional argument, so DataLoader can re-raise it in the main process.
+        super().__init__(message)
+        self.pack_path = pack_path
+        self.index = index
+        self.sample_path = sample_path
+
+    @classmethod
+    def at(cls, pack_path: PathLike, problem: str, index: Optional[int] = None,
+           sample_path: Optional[str] = None, fix: str = "") -> "PackError":
+        """The error for ``problem`` in ``pack_path`` (at sample ``index``), with the fix."""
+        where = os.fsdecode(pack_path)
+        if index is not None:
+            where += f", sample {index}" + (f" ({sample_path!r})" if sample_path is not None else "")
+        message = f"{where}: {problem}" + (f". {fix}" if fix else "")
+        return cls(message, os.fsdecode(pack_path), index, sample_path)
+
+
+class NotAPackError(PackError):
+    """The file does not start with the pack magic bytes."""
+
+
+class UnsupportedVersionError(PackError):
+    """The pack was written by a format version this labkit cannot read."""
+
+
+class TruncatedPackError(PackError):
+    """The file is shorter than its header says (an interrupted copy or download)."""
+
+
+class CorruptIndexError(PackError):
+    """Header, trailer or a record is inconsistent: a checksum fails or a size does not add up."""
+
+
+class EntryOutOfBoundsError(CorruptIndexError):
+    """A record points outside the blob region of the file."""
+
+
+class ChecksumMismatchError(PackError):
+    """A blob's bytes do not match the CRC32 recorded when it was packed."""
+
+
+REPACK = "Re-create it with `labkit pack`, or copy it again from its source"
+
+
+def _align(n: int, alignment: int) -> int:
+    return -(-n // alignment) * alignment
+
+
+@dataclass(frozen=True)
+class PackLayout:
+    """What the header of a pack says, after every size in it was checked."""
+
+    kind: int
+    count: int
+    data_offset: int
+    index_offset: int
+    paths_length: int
+    meta_length: int
+    total_size: int
+    alignment: int
+    trailer_crc: int
+
+    @property
+    def records_offset(self) -> int:
+        return self.index_offset
+
+    @property
+    def path_offsets_offset(self) -> int:
+        return self.index_offset + self.count * RECORD_DTYPE.itemsize
+
+    @property
+    def paths_offset(self) -> int:
+        return self.path_offsets_offset + (self.count + 1) * _PATH_OFFSET_DTYPE.itemsize
+
+    @property
+    def meta_offset(self) -> int:
+        return self.paths_offset + self.paths_length
+
+
+def _parse_header(path: PathLike, head: bytes, file_size: int) -> PackLayout:
+    if len(head) < len(MAGIC) or head[: len(MAGIC)] != MAGIC:
+        raise NotAPackError.at(path, f"not a labkit pack (starts with {head[:8]!r}, expected {MAGIC!r})",
+                            fix="Pass a file written by `labkit pack`")
+    if file_size < HEADER_SIZE:
+        raise TruncatedPackError.at(path, f"file is {file_size} bytes, shorter than the {HEADER_SIZE}-byte header",
+                                 fix=REPACK)
+    fields = _HEADER.unpack_from(head)
+    (_, version, kind, count, data_offset, index_offset, paths_length, meta_length,
+     total_size, alignment, trailer_crc) = fields
+    if version != VERSION:
+        raise UnsupportedVersionError.at(path, f"format version {version}; this labkit reads version {VERSION}",
+                                      fix="Upgrade labkit, or re-pack with this one")
+    (header_crc,) = _HEADER_CRC.unpack_from(head, _HEADER.size)
+    if zlib.crc32(head[: _HEADER.size]) != header_crc:
+        raise CorruptIndexError.at(path, "header checksum mismatch", fix=REPACK)
+    if kind not in _KIND_NAMES:
+        raise CorruptIndexError.at(path, f"unknown pack kind {kind}", fix=REPACK)
+    if file_size < total_size:
+        raise TruncatedPackError.at(path, f"file is {file_size} bytes but its header says {total_size}", fix=REPACK)
+    if file_size > total_size:
+        raise CorruptIndexError.at(path, f"{file_size - total_size} unexpected bytes after the end of the pack",
+                                fix=REPACK)
+    layout = PackLayout(kind, count, data_offset, index_offset, paths_length, meta_length,
+                        total_size, alignment, trailer_crc)
+    trailer_size = (count * RECORD_DTYPE.itemsize + (count + 1) * _PATH_OFFSET_DTYPE.itemsize
+                    + paths_length + meta_length)
+    if not (alignment >= 1 and HEADER_SIZE <= data_offset <= index_offset
+            and index_offset + trailer_size == total_size):
+        raise CorruptIndexError.at(path, "section sizes in the header do not add up to the file size", fix=REPACK)
+    return layout
+
+
+def _check_records(path: PathLike, layout: PackLayout, records: np.ndarray, paths: StringTable,
+                   n_classes: int, item_bytes: Optional[int]) -> None:
+    """Bounds-check every record at once; name the first bad one."""
+
+    def first_bad(mask: np.ndarray) -> int:
+        return int(np.flatnonzero(mask)[0])
+
+    offsets = records["offset"]
+    lengths = records["length"]
+    # Written so that no sum can overflow uint64.
+    outside = (offsets < layout.data_offset) | (offsets > layout.index_offset) | (
+        lengths > layout.index_offset - np.minimum(offsets, layout.index_offset))
+    if outside.any():
+        i = first_bad(outside)
+        raise EntryOutOfBoundsError.at(
+            path, f"record points at bytes {int(offsets[i])}..{int(offsets[i]) + int(lengths[i])}, outside the "
+            f"blob region {layout.data_offset}..{layout.index_offset}", i, paths[i], REPACK)
+    labels = records["label"]
+    bad_label = (labels < 0) | (labels >= n_classes)
+    if bad_label.any():
+        i = first_bad(bad_label)
+        raise CorruptIndexError.at(path, f"label {int(labels[i])} is not one of the {n_classes} classes",
+                                i, paths[i], REPACK)
+    if item_bytes is not None and (lengths != item_bytes).any():
+        i = first_bad(lengths != item_bytes)
+        raise CorruptIndexError.at(path, f"decoded sample has {int(lengths[i])} bytes, expected {item_bytes}",
+                                i, paths[i], REPACK)
+
+
+class PackReader:
+    """Random access to the samples of a pack through a lazily created ``np.memmap``.
+
+    The mapping is opened on first use in each process and never pickled: a reader pickles
+    as its path, so it crosses into DataLoader workers under fork, spawn and forkserver
+    alike, and each worker maps the file itself (the OS shares the pages between them).
+    """
+
+    def __init__(self, path: PathLike, check_crc: bool = True) -> None:
+        self.path = os.fspath(path)
+        self.check_crc = check_crc
+        self._map: Optional[np.memmap] = None
+        self._open()
+
+    # -- opening and pickling -------------------------------------------------
+    def _open(self) -> None:
+        try:
+            file_size = os.path.getsize(self.path)
+            with open(self.path, "rb") as f:
+                head = f.read(HEADER_SIZE)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"{self.path}: no such pack file; make one with `labkit pack FOLDER {self.path}`") from None
+        self.layout = layout = _parse_header(self.path, head, file_size)
+        self._map = np.memmap(self.path, dtype=np.uint8, mode="r")
+        trailer = self._map[layout.index_offset : layout.total_size]
+        if zlib.crc32(trailer) != layout.trailer_crc:
+            raise CorruptIndexError.at(self.path, "index checksum mismatch (records, paths or metadata damaged)",
+                                    fix=REPACK)
+        self.records = np.frombuffer(self._map, RECORD_DTYPE, layout.count, layout.records_offset)
+        path_offsets = np.frombuffer(self._map, _PATH_OFFSET_DTYPE, layout.count + 1, layout.path_offsets_offset)
+        try:
+            self.paths = StringTable(self._map[layout.paths_offset : layout.meta_offset], path_offsets)
+            self.meta: Dict[str, Any] = json.loads(bytes(self._map[layout.meta_offset : layout.total_size]))
+            self.classes: List[str] = [str(c) for c in self.meta["classes"]]
+            decoded = self.meta.get("decoded")
+            self.decoded_shape: Optional[Tuple[int, ...]] = tuple(int(d) for d in decoded["shape"]) if decoded else None
+        except (ValueError, KeyError, TypeError) as e:
+            raise CorruptIndexError.at(self.path, f"unreadable path table or metadata ({e})", fix=REPACK) from None
+        if (layout.kind == KIND_DECODED) != (self.decoded_shape is not None):
+            raise CorruptIndexError.at(self.path, "pack kind and metadata disagree", fix=REPACK)
+        item_bytes = int(np.prod(self.decoded_shape)) if self.decoded_shape else None
+        _check_records(self.path, layout, self.records, self.paths, len(self.classes), item_bytes)
+        self.labels = self.records["label"].astype(np.int64)
+
+    def __getstate__(self) -> Dict[str, Any]:
+        return {"path": self.path, "check_crc": self.check_crc}
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.path = state["path"]
+        self.check_crc = state["check_crc"]
+        self._map = None
+        self._open()
+
+    # -- facts ------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self.layout.count
+
+    @property
+    def kind(self) -> str:
+        """``"encoded"`` (image files as they were) or ``"decoded"`` (uint8 C×H×W arrays)."""
+        return _KIND_NAMES[self.layout.kind]
+
+    @property
+    def nbytes(self) -> int:
+        return self.layout.total_size
+
+    def __repr__(self) -> str:
+        shape = f", shape={self.decoded_shape}" if self.decoded_shape else ""
+        return f"PackReader({self.path!r}, {len(self)} {self.kind} samples, {len(self.classes)} classes{shape})"
+
+    # -- reading ------------------------------------------------------------------
+    def _check_index(self, i: int) -> int:
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"{self.path}: sample index {i} out of range for {n} samples")
+        return int(i) % n
+
+    def view(self, i: int) -> np.ndarray:
+        """Zero-copy, read-only view of sample i's bytes, checked against its CRC32."""
+        i = self._check_index(i)
+        offset, length, _, crc = self.records[i]
+        blob = self._map[int(offset) : int(offset) + int(length)]
+        if self.check_crc and zlib.crc32(blob) != int(crc):
+            raise ChecksumMismatchError.at(self.path, "checksum mismatch: the bytes changed since packing",
+                                        i, self.paths[i], REPACK)
+        return blob
+
+    def read(self, i: int) -> bytes:
+        """Sample i's bytes (an encoded image file, or a decoded array's raw bytes)."""
+        return self.view(i).tobytes()
+
+    def read_many(self, indices: Sequence[int]) -> List[bytes]:
+        """Bytes of many samples, read in file order (near-sequential I/O), returned in the order asked."""
+        checked = [self._check_index(i) for i in indices]
+        out: List[bytes] = [b""] * len(checked)
+        for k in np.argsort(self.records["offset"][checked], kind="stable"):
+            out[k] = self.read(checked[k])
+        return out
+
+    def read_decoded(self, indices: Sequence[int]) -> np.ndarray:
+        """Decoded samples as one new writable uint8 array of shape (len(indices), C, H, W)."""
+        if self.decoded_shape is None:
+            raise TypeError(f"{self.path}: holds encoded images; decode them (labkit.decode) or pack with --decoded")
+        out = np.empty((len(indices), *self.decoded_shape), dtype=np.uint8)
+        flat = out.reshape(len(indices), -1)
+        for k, i in enumerate(indices):
+            flat[k] = self.view(i)
+        return out
+
+
+class PackWriter:
+    """Writes a pack to ``<path>.tmp-<pid>`` and renames it into place only when complete.
+
+    An interrupted write (exception, Ctrl-C, a killed process) never leaves a file under the
+    final name, and the magic bytes are written last, so even the temporary file does not
+    look like a pack.
+    """
+
+    def __init__(self, path: PathLike, classes: Sequence[str], decoded_shape: Optional[Sequence[int]] = None,
+                 alignment: int = 1, extra_meta: Optional[Dict[str, Any]] = None) -> None:
+        if alignment < 1:
+            raise ValueError(f"alignment must be >= 1, got {alignment}")
+        self.path = os.fspath(path)
+        self.tmp_path = f"{self.path}.tmp-{os.getpid()}"
+        self.classes = [str(c) for c in classes]
+        self.decoded_shape = tuple(int(d) for d in decoded_shape) if decoded_shape is not None else None
+        self.alignment = alignment
+        self.extra_meta = dict(extra_meta or {})
+        self._records: List[Tuple[int, int, int, int]] = []
+        self._paths: List[PathLike] = []
+        parent = os.path.dirname(os.path.abspath(self.path))
+        os.makedirs(parent, exist_ok=True)
+        self._file = open(self.tmp_path, "wb")
+        self._data_offset = _align(HEADER_SIZE, alignment)
+        self._file.write(b"\0" * self._data_offset)
+
+    def __enter__(self) -> "PackWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def add(self, data: Union[bytes, np.ndarray], label: int, relpath: PathLike) -> None:
+        """Append one sample: encoded file bytes, or a uint8 array of ``decoded_shape``."""
+        if not 0 <= label < len(self.classes):
+            raise ValueError(f"{os.fsdecode(relpath)!r}: label {label} is not one of the {len(self.classes)} classes")
+        if self.decoded_shape is not None:
+            arr = np.ascontiguousarray(data)
+            if arr.dtype != np.uint8 or arr.shape != self.decoded_shape:
+                raise ValueError(f"{os.fsdecode(relpath)!r}: expected uint8 {self.decoded_shape}, got {arr.dtype} {arr.shape}")
+            data = arr.tobytes()
+        offset = _align(self._file.tell(), self.alignment)
+        if offset != self._file.tell():
+            self._file.write(b"\0" * (offset - self._file.tell()))
+        self._file.write(data)
+        self._records.append((offset, len(data), int(label), zlib.crc32(data)))
+        self._paths.append(relpath)
+
+    def abort(self) -> None:
+        """Drop everything written so far."""
+        if not self._file.closed:
+            self._file.close()
+        if os.path.exists(self.tmp_path):
+            os.unlink(self.tmp_path)
+
+    def close(self) -> None:
+        """Write index, metadata and header, then move the file into place."""
+        if self._file.closed:
+            return
+        try:
+            index_offset = self._file.tell()
+            records = np.array(self._records, dtype=RECORD_DTYPE)
+            paths = StringTable.from_strings(self._paths)
+            meta = {"format": "labkit-pack", "classes": self.classes,
+                    "decoded": {"shape": list(self.decoded_shape), "dtype": "uint8", "layout": "CHW"}
+                    if self.decoded_shape else None, **self.extra_meta}
+            trailer = b"".join([records.tobytes(), paths.offsets.astype(_PATH_OFFSET_DTYPE).tobytes(),
+                                paths.blob.tobytes(), json.dumps(meta, ensure_ascii=True).encode()])
+            self._file.write(trailer)
+            meta_length = len(trailer) - records.nbytes - paths.offsets.nbytes - paths.blob.nbytes
+            kind = KIND_DECODED if self.decoded_shape else KIND_ENCODED
+            head = _HEADER.pack(MAGIC, VERSION, kind, len(records), self._data_offset, index_offset,
+                                paths.blob.nbytes, meta_length, index_offset + len(trailer), self.alignment,
+                                zlib.crc32(trailer))
+            self._file.seek(0)
+            self._file.write(head + _HEADER_CRC.pack(zlib.crc32(head)))
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+            os.replace(self.tmp_path, self.path)
+        except BaseException:
+            self.abort()
+            raise
+
+
+@dataclass
+class VerifyReport:
+    """What `verify_pack` checked."""
+
+    path: str
+    kind: str
+    count: int
+    nbytes: int
+    classes: List[str]
+
+    def __str__(self) -> str:
+        return (f"OK {self.path}: {self.count} {self.kind} samples, {len(self.classes)} classes, "
+                f"{self.nbytes / 1e6:.1f} MB; header, index bounds and every checksum verified")
+
+
+def verify_pack(path: PathLike, progress: bool = False) -> VerifyReport:
+    """Check header, every record's bounds and every blob's checksum; raise the first PackError found."""
+    reader = PackReader(path, check_crc=True)
+    indices: Iterable[int] = range(len(reader))
+    if progress:
+        from tqdm.auto import tqdm
+
+        indices = tqdm(indices, desc=f"verify {os.path.basename(reader.path)}", unit="sample")
+    for i in indices:
+        reader.view(i)
+    return VerifyReport(reader.path, reader.kind, len(reader), reader.nbytes, reader.classes)

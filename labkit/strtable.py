@@ -1,0 +1,65 @@
+"""A list of strings stored as two numpy arrays, safe to share with DataLoader workers.
+
+A Python ``list[str]`` of a million paths is a million refcounted objects. Every worker
+forked from the main process that merely *reads* them bumps their refcounts, which writes
+to the pages holding them, so copy-on-write duplicates the whole list into every worker
+and RSS grows epoch after epoch (pytorch/pytorch#13246). Two numpy arrays — one byte
+buffer and one offsets array — are two objects, however many strings they hold.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Iterator, Union
+
+import numpy as np
+
+PathLike = Union[str, bytes, "os.PathLike[str]"]
+
+
+class StringTable:
+    """Immutable sequence of strings (file names included) held in two numpy arrays.
+
+    Strings are stored as file-system bytes (``os.fsencode``), so names that are not valid
+    UTF-8 survive the round trip unchanged; ``table[i]`` gives them back as ``str`` with
+    ``os.fsdecode`` (surrogate escapes), which ``open()`` accepts.
+    """
+
+    __slots__ = ("blob", "offsets")
+
+    def __init__(self, blob: np.ndarray, offsets: np.ndarray) -> None:
+        if blob.dtype != np.uint8 or blob.ndim != 1:
+            raise ValueError("StringTable blob must be a 1-D uint8 array")
+        if offsets.ndim != 1 or len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(blob):
+            raise ValueError("StringTable offsets must start at 0 and end at len(blob)")
+        if np.any(np.diff(offsets) < 0):
+            raise ValueError("StringTable offsets must not decrease")
+        self.blob = blob
+        self.offsets = offsets.astype(np.int64, copy=False)
+
+    @classmethod
+    def from_strings(cls, items: Iterable[PathLike]) -> "StringTable":
+        encoded = [os.fsencode(s) for s in items]
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(e) for e in encoded], out=offsets[1:])
+        blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
+        return cls(blob, offsets)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def raw(self, i: int) -> bytes:
+        """The i-th string as the bytes that were stored."""
+        if not -len(self) <= i < len(self):
+            raise IndexError(f"string index {i} out of range for {len(self)} strings")
+        i %= len(self)
+        return self.blob[self.offsets[i] : self.offsets[i + 1]].tobytes()
+
+    def __getitem__(self, i: int) -> str:
+        return os.fsdecode(self.raw(i))
+
+    def __iter__(self) -> Iterator[str]:
+        return (self[i] for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"StringTable({len(self)} strings, {self.blob.nbytes} bytes)"

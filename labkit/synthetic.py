@@ -1,0 +1,298 @@
+"""A photo-like, class-labelled JPEG data set made offline (ImageFolder layout).
+
+Why not noise or flat shapes: decode cost and file size depend on image content. The
+seed's timings are for photos of about 200 KB at 800×600-ish; random noise compresses far
+worse than photos and flat shapes far better, so either would make every measurement in
+the labs wrong. The images here follow the dead-leaves model, the standard synthetic
+stand-in for natural images: occluding shapes whose sizes follow a power law (which gives
+the 1/f amplitude spectrum of photos), slow illumination changes, lens blur and sensor
+grain. Each class has its own shape family and hue, so a small CNN can learn the labels.
+
+Every image depends only on ``(seed, index)``: any subset can be (re)made in any order, in
+parallel, with the same bytes.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import io
+import json
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFilter
+
+from labkit.settings import usable_cpus
+
+SHAPE_FAMILIES = ("disk", "square", "triangle", "ring", "stripe")
+MANIFEST_NAME = "labkit_manifest.json"
+QUICK_COUNT = 256
+GRAIN = 6.0  # sensor noise (std, in 8-bit levels): sets JPEG size near the seed's ~200 KB at 800x600
+CORRUPT_KINDS = ("truncated", "empty", "not-an-image")
+_HTML = b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head><body>Not Found</body></html>\n"
+
+
+@dataclass(frozen=True)
+class PhotoSpec:
+    """What `make_photos` makes. Fractions pick, per image, a variant a later lab needs."""
+
+    n: int = 2000
+    classes: int = 10
+    width: int = 800
+    height: int = 600
+    seed: int = 0
+    quality: int = 90
+    grayscale: float = 0.0  # JPEG in mode L
+    cmyk: float = 0.0  # JPEG in mode CMYK
+    png: float = 0.0  # RGBA PNG with a real alpha channel
+    large: float = 0.0  # JPEG at large_width × large_height
+    corrupt: float = 0.0  # truncated, zero-byte or not-an-image files, listed in the manifest
+    large_width: int = 4000
+    large_height: int = 3000
+
+    def __post_init__(self) -> None:
+        if self.n < 0 or self.classes < 1 or self.width < 8 or self.height < 8:
+            raise ValueError(f"need n >= 0, classes >= 1 and a size of at least 8x8, got {self}")
+        fractions = [self.corrupt, self.png, self.grayscale, self.cmyk, self.large]
+        if min(fractions) < 0 or sum(fractions) > 1:
+            raise ValueError(f"variant fractions must be >= 0 and sum to at most 1, got {fractions}")
+        if not 1 <= self.quality <= 100:
+            raise ValueError(f"JPEG quality must be in 1..100, got {self.quality}")
+
+
+def class_name(label: int, classes: int) -> str:
+    """Folder name of a class: its number, shape family and hue, e.g. ``03-ring-h108``."""
+    return f"{label:02d}-{SHAPE_FAMILIES[label % len(SHAPE_FAMILIES)]}-h{_class_hue(label, classes):03d}"
+
+
+def _class_hue(label: int, classes: int) -> int:
+    return int(round(360 * label / classes)) % 360
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """Which file image ``index`` becomes."""
+
+    index: int
+    label: int
+    kind: str  # "rgb", "grayscale", "cmyk", "png", "large", or one of CORRUPT_KINDS
+    relpath: str
+
+
+def plan_sample(spec: PhotoSpec, index: int) -> SamplePlan:
+    """The label, variant and relative path of image ``index`` — a pure function of spec and index."""
+    label = index % spec.classes
+    rng = np.random.default_rng([spec.seed, index, 1])
+    u = rng.random()
+    kind = "rgb"
+    edge = 0.0
+    for name, frac in (("corrupt", spec.corrupt), ("png", spec.png), ("grayscale", spec.grayscale),
+                       ("cmyk", spec.cmyk), ("large", spec.large)):
+        edge += frac
+        if u < edge:
+            kind = name
+            break
+    if kind == "corrupt":
+        kind = CORRUPT_KINDS[int(rng.integers(len(CORRUPT_KINDS)))]
+    ext = ".png" if kind == "png" else ".jpg"
+    return SamplePlan(index, label, kind, f"{class_name(label, spec.classes)}/{index:06d}{ext}")
+
+
+def _hsv(h: float, s: float, v: float) -> Tuple[int, int, int]:
+    r, g, b = colorsys.hsv_to_rgb(h % 1.0, min(max(s, 0.0), 1.0), min(max(v, 0.0), 1.0))
+    return int(r * 255), int(g * 255), int(b * 255)
+
+
+def _draw_shape(draw: ImageDraw.ImageDraw, family: str, x: float, y: float, r: float, angle: float,
+                color: Tuple[int, int, int], rng: np.random.Generator) -> None:
+    if family == "disk":
+        draw.ellipse([x - r, y - r, x + r, y + r], fill=color)
+    elif family == "ring":
+        draw.ellipse([x - r, y - r, x + r, y + r], outline=color, width=max(1, int(r / 3)))
+    else:
+        if family == "square":
+            corners = [(-1, -1), (1, -1), (1, 1), (-1, 1)]
+        elif family == "stripe":
+            corners = [(-2.5, -0.4), (2.5, -0.4), (2.5, 0.4), (-2.5, 0.4)]
+        else:  # triangle
+            corners = [(0, -1.2), (1.1, 0.8), (-1.1, 0.8)]
+        c, s = np.cos(angle), np.sin(angle)
+        draw.polygon([(x + r * (c * px - s * py), y + r * (s * px + c * py)) for px, py in corners], fill=color)
+
+
+def render_photo(label: int, classes: int, width: int, height: int, rng: np.random.Generator) -> np.ndarray:
+    """A dead-leaves 'photo' of class ``label`` as an H×W×3 uint8 array."""
+    hue = _class_hue(label, classes) / 360
+    family = SHAPE_FAMILIES[label % len(SHAPE_FAMILIES)]
+    scale = min(width, height) / 600
+
+    # Background: a soft vertical gradient between two tones (sky over ground).
+    top = np.array(_hsv(hue + rng.normal(0, 0.05), 0.25, 0.85), np.float32)
+    bottom = np.array(_hsv(hue + 0.5 + rng.normal(0, 0.05), 0.35, 0.35), np.float32)
+    t = np.linspace(0, 1, height, dtype=np.float32)[:, None, None]
+    img = Image.fromarray(((1 - t) * top + t * bottom).repeat(width, axis=1).astype(np.uint8), "RGB")
+
+    # Dead leaves: p(r) ∝ r^-3 between r_min and r_max, sampled by inverting the CDF.
+    draw = ImageDraw.Draw(img)
+    r_min, r_max = 6 * scale, 0.45 * min(width, height)
+    count = int(1600 * (width * height) / (800 * 600))
+    u = rng.random(count)
+    radii = (r_min**-2 - u * (r_min**-2 - r_max**-2)) ** -0.5
+    xs, ys = rng.random(count) * width, rng.random(count) * height
+    angles = rng.random(count) * np.pi
+    own = rng.random(count) < 0.7  # 70 % of the leaves carry the class signal, the rest is clutter
+    for k in range(count):
+        if own[k]:
+            shape, h = family, hue + rng.normal(0, 0.04)
+        else:
+            shape, h = SHAPE_FAMILIES[int(rng.integers(len(SHAPE_FAMILIES)))], rng.random()
+        color = _hsv(h, rng.uniform(0.35, 0.95), rng.uniform(0.25, 1.0))
+        _draw_shape(draw, shape, xs[k], ys[k], radii[k], angles[k], color, rng)
+
+    # Optics and sensor: lens blur, slow illumination changes, then grain.
+    img = img.filter(ImageFilter.SMOOTH)
+    light = Image.fromarray((rng.random((4, 5)) * 255).astype(np.uint8), "L").resize((width, height), Image.BICUBIC)
+    gain = 0.65 + 0.5 * np.asarray(light, np.float32)[:, :, None] / 255
+    noise = rng.standard_normal((height, width, 1), dtype=np.float32) * GRAIN
+    return np.clip(np.asarray(img, np.float32) * gain + noise, 0, 255).astype(np.uint8)
+
+
+def _alpha_mask(width: int, height: int, rng: np.random.Generator) -> np.ndarray:
+    yy, xx = np.mgrid[0:height, 0:width].astype(np.float32)
+    cx, cy = rng.uniform(0.3, 0.7) * width, rng.uniform(0.3, 0.7) * height
+    d = np.hypot((xx - cx) / width, (yy - cy) / height)
+    return np.clip(255 * (1.2 - 2.5 * d), 0, 255).astype(np.uint8)
+
+
+def encode_sample(spec: PhotoSpec, plan: SamplePlan) -> bytes:
+    """The file bytes of one planned sample."""
+    if plan.kind == "empty":
+        return b""
+    if plan.kind == "not-an-image":
+        return _HTML
+    rng = np.random.default_rng([spec.seed, plan.index, 2])
+    w, h = (spec.large_width, spec.large_height) if plan.kind == "large" else (spec.width, spec.height)
+    pixels = render_photo(plan.label, spec.classes, w, h, rng)
+    buf = io.BytesIO()
+    if plan.kind == "png":
+        rgba = np.dstack([pixels, _alpha_mask(w, h, rng)])
+        Image.fromarray(rgba, "RGBA").save(buf, "PNG", compress_level=1)
+        return buf.getvalue()
+    img = Image.fromarray(pixels, "RGB")
+    if plan.kind == "grayscale":
+        img = img.convert("L")
+    elif plan.kind == "cmyk":
+        img = img.convert("CMYK")
+    img.save(buf, "JPEG", quality=spec.quality)
+    data = buf.getvalue()
+    if plan.kind == "truncated":
+        return data[: len(data) * 2 // 5]
+    return data
+
+
+def _expected(spec: PhotoSpec, plan: SamplePlan) -> Tuple[str, Tuple[int, int]]:
+    size = (spec.large_width, spec.large_height) if plan.kind == "large" else (spec.width, spec.height)
+    return ("PNG" if plan.kind == "png" else "JPEG"), size
+
+
+def is_intact(spec: PhotoSpec, plan: SamplePlan, path: str) -> bool:
+    """Whether the file at ``path`` is what ``plan`` asks for (a reduced decode catches truncation)."""
+    try:
+        if plan.kind in CORRUPT_KINDS:
+            return os.path.isfile(path) and (os.path.getsize(path) == 0) == (plan.kind == "empty")
+        fmt, size = _expected(spec, plan)
+        with Image.open(path) as img:
+            if img.format != fmt or img.size != size:
+                return False
+            img.draft(img.mode, (size[0] // 8, size[1] // 8))
+            img.load()
+        return True
+    except (OSError, SyntaxError, ValueError):
+        return False
+
+
+def _write_atomic(path: str, data: bytes) -> None:
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _make_one(job: Tuple[PhotoSpec, str, int]) -> Tuple[SamplePlan, bool]:
+    spec, out, index = job
+    plan = plan_sample(spec, index)
+    path = os.path.join(out, plan.relpath)
+    if os.path.exists(path) and is_intact(spec, plan, path):
+        return plan, False
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    _write_atomic(path, encode_sample(spec, plan))
+    return plan, True
+
+
+@dataclass
+class MakeReport:
+    """What `make_photos` did: how many files it wrote and kept, and which ones are corrupt on purpose."""
+
+    root: str
+    written: int = 0
+    kept: int = 0
+    kinds: Dict[str, int] = field(default_factory=dict)
+    corrupt: List[Dict[str, str]] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        variants = ", ".join(f"{k}: {v}" for k, v in sorted(self.kinds.items()))
+        return (f"{self.root}: {self.written} images written, {self.kept} kept as they were ({variants}); "
+                f"manifest {MANIFEST_NAME}")
+
+
+def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: Optional[int] = None,
+                progress: bool = True) -> MakeReport:
+    """Make (or complete) the data set ``spec`` under ``out``, using every core.
+
+    Files already there and intact are kept, so an interrupted run resumes; every file is
+    written under a temporary name and renamed, so a killed run never leaves half an image.
+    The manifest ``labkit_manifest.json`` records the spec and lists the corrupt files.
+    """
+    from tqdm.auto import tqdm
+
+    os.makedirs(out, exist_ok=True)
+    workers = max(1, min(workers or usable_cpus(), spec.n))
+    jobs = [(spec, out, i) for i in range(spec.n)]
+    report = MakeReport(out)
+    bar = tqdm(total=spec.n, desc=f"labkit data {os.path.basename(out.rstrip(os.sep))}", unit="img",
+               disable=not progress)
+    if workers == 1:
+        results = map(_make_one, jobs)
+        pool = None
+    else:
+        import multiprocessing as mp
+
+        pool = mp.get_context().Pool(workers)
+        results = pool.imap_unordered(_make_one, jobs, chunksize=4)
+    try:
+        plans: List[SamplePlan] = []
+        for plan, written in results:
+            plans.append(plan)
+            report.written += written
+            report.kept += not written
+            report.kinds[plan.kind] = report.kinds.get(plan.kind, 0) + 1
+            bar.update()
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.terminate()
+    plans.sort(key=lambda p: p.index)
+    report.corrupt = [{"path": p.relpath, "kind": p.kind} for p in plans if p.kind in CORRUPT_KINDS]
+    manifest = {"generator": "labkit.synthetic", "spec": asdict(spec),
+                "classes": [class_name(c, spec.classes) for c in range(spec.classes)],
+                "kinds": report.kinds, "corrupt": report.corrupt}
+    _write_atomic(os.path.join(out, MANIFEST_NAME), json.dumps(manifest, indent=1).encode())
+    return report
+
+
+def read_manifest(root: str) -> Dict:
+    """The manifest `make_photos` wrote under ``root``."""
+    with open(os.path.join(root, MANIFEST_NAME), encoding="utf-8") as f:
+        return json.load(f)
