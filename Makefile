@@ -5,12 +5,12 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 DATA   ?= data/photos
+NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
 .PHONY: demo test lab clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -e ".[lab,test]"
 	touch $(STAMP)
 
@@ -18,10 +18,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	LABKIT_QUICK=$${LABKIT_QUICK-1} $(BIN)/labkit demo --data $(DATA)
 
+# Unit tests, then every notebook under nbval in quick mode.
 test: $(STAMP)
-	LABKIT_QUICK=1 $(BIN)/python -m pytest
+	LABKIT_QUICK=1 $(BIN)/python -m pytest tests $(if $(NOTEBOOKS),--nbval-lax $(NOTEBOOKS))
 
 lab: $(STAMP)
+	mkdir -p notebooks
 	$(BIN)/jupyter lab notebooks/
 
 clean-venv:

@@ -8,11 +8,9 @@ Same as `labkit pack SRC DST [options]` followed by `labkit verify DST`.
 """
 import sys
 
-from labkit.cli import main
+from labkit.cli import build_parser, main
 
 if __name__ == "__main__":
-    status = main(["pack", *sys.argv[1:]])
-    if status == 0:
-        positional = [a for a in sys.argv[1:] if not a.startswith("-")]
-        status = main(["verify", positional[1]]) if len(positional) >= 2 else status
-    sys.exit(status)
+    argv = ["pack", *sys.argv[1:]]
+    status = main(argv)
+    sys.exit(status or main(["verify", build_parser().parse_args(argv).dst]))

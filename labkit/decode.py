@@ -70,7 +70,8 @@ def open_image(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as e:
-        raise DecompressionBombError(f"{e}. Pass a larger max_pixels if the image is genuine") from None
+        raise DecompressionBombError(f"Pillow refused it from the header ({e}). If the image is genuine, pass a "
+                                     "larger max_pixels and raise PIL.Image.MAX_IMAGE_PIXELS") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise DecodeError(f"not a readable image ({_describe(data)}): {e}") from None
     w, h = img.size

@@ -1,0 +1,158 @@
+import os
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, default_collate
+
+from labkit.datasets import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
+from labkit.decode import decode
+from labkit.procmem import private_bytes
+from labkit.strtable import StringTable
+from labkit.synthetic import read_manifest
+
+from conftest import OUT, SMALL
+
+
+@pytest.fixture(params=["folder", "pack", "decoded"])
+def dataset(request, photos, encoded_pack, decoded_pack):
+    if request.param == "folder":
+        return ImageFolderDataset(photos, "pil-reduced", OUT)
+    if request.param == "pack":
+        return PackedDataset(encoded_pack, "torchvision", OUT)
+    return DecodedArrayDataset(decoded_pack)
+
+
+def test_one_interface(dataset):
+    assert len(dataset) == SMALL.n and len(dataset.classes) == SMALL.classes
+    assert dataset.labels.dtype == np.int64 and sorted(set(dataset.labels.tolist())) == [0, 1, 2]
+    image, label = dataset[5]
+    assert image.shape == (3, OUT, OUT) and image.dtype == torch.uint8
+    assert isinstance(label, int) and label == dataset.labels[5]
+    batch = dataset.__getitems__([7, 2, 7, 0])
+    for (a, la), i in zip(batch, [7, 2, 7, 0]):
+        b, lb = dataset[i]
+        assert torch.equal(a, b) and la == lb
+    with pytest.raises(IndexError):
+        dataset[len(dataset)]
+
+
+def test_folder_and_pack_give_identical_samples(photos, encoded_pack):
+    folder = ImageFolderDataset(photos, "pil", OUT)
+    pack = PackedDataset(encoded_pack, "pil", OUT)
+    assert folder.classes == pack.classes and np.array_equal(folder.labels, pack.labels)
+    for i in range(0, len(folder), 5):
+        assert torch.equal(folder[i][0], pack[i][0])
+
+
+def test_decoded_pack_matches_decoding_the_file(photos, decoded_pack):
+    folder = ImageFolderDataset(photos, "pil", OUT)
+    assert torch.equal(DecodedArrayDataset(decoded_pack)[3][0], folder[3][0])
+
+
+def test_transform_runs_on_the_uint8_image(photos):
+    ds = ImageFolderDataset(photos, "pil", OUT, transform=lambda img: img.flip(-1))
+    plain = ImageFolderDataset(photos, "pil", OUT)
+    assert torch.equal(ds[0][0], plain[0][0].flip(-1))
+
+
+def test_wrong_pack_kind_or_size_is_a_clear_error(encoded_pack, decoded_pack):
+    with pytest.raises(ValueError, match="DecodedArrayDataset"):
+        PackedDataset(decoded_pack)
+    with pytest.raises(ValueError, match="PackedDataset"):
+        DecodedArrayDataset(encoded_pack)
+    with pytest.raises(ValueError, match="re-pack"):
+        DecodedArrayDataset(decoded_pack, size=OUT * 2)
+    with pytest.raises(ValueError, match="on_error"):
+        ImageFolderDataset(os.path.dirname(encoded_pack), on_error="ignore")
+
+
+def _corrupt_indices(ds, root):
+    corrupt = {os.path.join(root, c["path"]) for c in read_manifest(root)["corrupt"]}
+    return corrupt, [i for i in range(len(ds)) if ds.sample_path(i) in corrupt]
+
+
+def test_corrupt_sample_error_names_index_and_path(corrupt_photos):
+    ds = ImageFolderDataset(corrupt_photos, "pil", OUT)
+    corrupt, indices = _corrupt_indices(ds, corrupt_photos)
+    with pytest.raises(SampleError, match=rf"sample {indices[0]} \(.*{os.path.basename(ds.sample_path(indices[0]))}") as e:
+        ds[indices[0]]
+    assert e.value.index == indices[0] and e.value.path in corrupt
+
+
+def test_skip_substitutes_counts_and_gathers_from_spawned_workers(corrupt_photos):
+    ds = ImageFolderDataset(corrupt_photos, "pil", OUT, on_error="skip")
+    corrupt, indices = _corrupt_indices(ds, corrupt_photos)
+    loader = DataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context="spawn")
+    seen = sum(len(labels) for _, labels in loader)
+    assert seen == len(ds)
+    assert {r.path for r in ds.skipped} == corrupt
+    assert {r.index for r in ds.skipped} == set(indices)
+    assert all(r.error for r in ds.skipped)
+    ds.clear_skipped()
+    assert ds.skipped == []
+
+
+def test_error_surfaces_through_worker_with_its_type(corrupt_photos):
+    ds = ImageFolderDataset(corrupt_photos, "pil", OUT)
+    _, indices = _corrupt_indices(ds, corrupt_photos)
+    loader = DataLoader(ds, batch_size=1, sampler=[indices[0]], num_workers=1)
+    with pytest.raises(SampleError, match=f"sample {indices[0]}"):
+        next(iter(loader))
+
+
+def test_spawn_workers_read_every_dataset(dataset):
+    loader = DataLoader(dataset, batch_size=5, shuffle=True, num_workers=2, multiprocessing_context="spawn")
+    labels = torch.cat([batch[1] for batch in loader])
+    assert sorted(labels.tolist()) == sorted(dataset.labels.tolist())
+
+
+def test_datasets_pickle_small(photos, encoded_pack):
+    assert len(pickle.dumps(PackedDataset(encoded_pack))) < 2000
+    assert pickle.loads(pickle.dumps(ImageFolderDataset(photos)))[0][1] == 0
+
+
+# -- copy-on-write: Python lists of paths grow in every forked worker, numpy storage does not -----------
+
+class _TouchPaths(Dataset):
+    """Reads the path of every index it is asked for; index -1 only reports memory."""
+
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __len__(self):
+        return len(self.paths)
+
+    def __getitems__(self, indices):
+        if indices != [-1]:
+            total = sum(len(self.paths[i]) for i in indices)
+            assert total > 0
+        return [private_bytes()]
+
+
+def _worker_private_memory(paths, epochs=3, batch=20_000):
+    """Private bytes of one forked worker before it touches any path, then after each epoch."""
+    chunks = [list(range(s, min(s + batch, len(paths)))) for s in range(0, len(paths), batch)]
+    loader = DataLoader(_TouchPaths(paths), batch_sampler=[[-1]] + chunks + [[-1]], num_workers=1,
+                        collate_fn=default_collate, persistent_workers=True, multiprocessing_context="fork")
+    before, after = None, []
+    for _ in range(epochs):
+        reports = [int(b[0]) for b in loader]
+        before = reports[0] if before is None else before
+        after.append(reports[-1])
+    return before, after
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="copy-on-write growth is a fork phenomenon")
+def test_worker_memory_python_list_grows_numpy_storage_does_not():
+    paths = [f"/datasets/photos/class_{i % 100:03d}/image_{i:09d}.jpg" for i in range(300_000)]
+    list_before, list_after = _worker_private_memory(paths)
+    table_before, table_after = _worker_private_memory(StringTable.from_strings(paths))
+    mb = lambda b: round(b / 2**20, 1)  # noqa: E731
+    print(f"worker private MB, before and after each epoch: list {mb(list_before)} -> {list(map(mb, list_after))}, "
+          f"numpy {mb(table_before)} -> {list(map(mb, table_after))}")
+    # Both workers allocate the same working memory; the list's worker also copies every str it touched.
+    list_growth, table_growth = list_after[-1] - list_before, table_after[-1] - table_before
+    assert list_growth - table_growth > 15 * 2**20
+    assert max(table_after) - min(table_after) < 4 * 2**20  # and numpy storage stays flat epoch after epoch

@@ -1,0 +1,25 @@
+import pytest
+import torch
+
+from labkit.measure import describe_machine, machine_info, measure_loader
+
+
+def test_counts_images_and_batches_of_measured_runs():
+    batches = [(torch.zeros(4, 3, 2, 2), torch.zeros(4))] * 5
+    result = measure_loader(batches, runs=3, warmup_runs=1)
+    assert len(result.runs_images_per_s) == 3 and result.batches_per_run == 5
+    assert result.images_per_s > 0 and result.step_s >= 0
+    assert measure_loader(batches, runs=1, max_batches=2).batches_per_run == 2
+
+
+def test_refuses_nonsense():
+    with pytest.raises(ValueError):
+        measure_loader([], runs=1)
+    with pytest.raises(ValueError):
+        measure_loader([torch.zeros(1)], runs=0)
+
+
+def test_machine_description_names_cores_and_device():
+    info = machine_info()
+    assert info["cpu_count"] >= 1 and info["torch"] == torch.__version__
+    assert f"{info['cpu_count']} CPUs" in describe_machine(info)

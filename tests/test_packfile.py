@@ -1,0 +1,223 @@
+import os
+import pickle
+import struct
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from labkit.decode import decode_pil
+from labkit.packfile import (HEADER_SIZE, RECORD_DTYPE, ChecksumMismatchError, CorruptIndexError,
+                             EntryOutOfBoundsError, NotAPackError, PackError, PackReader, PackWriter,
+                             TruncatedPackError, UnsupportedVersionError, verify_pack)
+
+from conftest import OUT
+
+BLOBS = [b"first sample", b"", b"\x00\xff" * 100, os.urandom(333)]
+NAMES = ["a/0.jpg", "a/empty.jpg", b"b/caf\xe9.jpg", "b/3.jpg"]
+LABELS = [0, 0, 1, 1]
+
+
+def _write(path, alignment=1):
+    with PackWriter(path, ["a", "b"], alignment=alignment) as w:
+        for blob, label, name in zip(BLOBS, LABELS, NAMES):
+            w.add(blob, label, name)
+    return path
+
+
+@pytest.fixture()
+def small_pack(tmp_path):
+    return _write(str(tmp_path / "small.pack"))
+
+
+def test_round_trip_bytes_labels_paths(small_pack):
+    r = PackReader(small_pack)
+    assert len(r) == 4 and r.kind == "encoded" and r.classes == ["a", "b"]
+    assert [r.read(i) for i in range(4)] == BLOBS
+    assert r.read_many([3, 0, 2]) == [BLOBS[3], BLOBS[0], BLOBS[2]]
+    assert r.labels.tolist() == LABELS
+    assert os.fsencode(r.paths[2]) == b"b/caf\xe9.jpg"
+    assert "4 encoded samples" in str(verify_pack(small_pack))
+
+
+def test_alignment_is_honoured(tmp_path):
+    r = PackReader(_write(str(tmp_path / "aligned.pack"), alignment=4096))
+    assert all(int(o) % 4096 == 0 for o in r.records["offset"])
+    assert [r.read(i) for i in range(4)] == BLOBS
+
+
+def test_reader_pickles_as_its_path(small_pack):
+    r = PackReader(small_pack)
+    r.read(0)
+    state = pickle.dumps(r)
+    assert len(state) < 300 and b"first sample" not in state
+    assert pickle.loads(state).read(3) == BLOBS[3]
+
+
+def test_decoded_pack_holds_what_pil_decodes(photos, decoded_pack):
+    r = PackReader(decoded_pack)
+    assert r.kind == "decoded" and r.decoded_shape == (3, OUT, OUT)
+    batch = r.read_decoded([2, 0])
+    assert batch.shape == (2, 3, OUT, OUT) and batch.flags.writeable
+    first = open(os.path.join(photos, r.paths[0]), "rb").read()
+    assert np.array_equal(batch[1], decode_pil(first, OUT).numpy())
+
+
+def test_interrupted_write_leaves_nothing(tmp_path):
+    path = str(tmp_path / "never.pack")
+    with pytest.raises(KeyboardInterrupt):
+        with PackWriter(path, ["a"]) as w:
+            w.add(b"x", 0, "a/x.jpg")
+            raise KeyboardInterrupt
+    assert os.listdir(tmp_path) == []
+
+
+def test_writer_refuses_bad_samples(tmp_path):
+    with PackWriter(str(tmp_path / "p.pack"), ["a"], decoded_shape=(3, 2, 2)) as w:
+        with pytest.raises(ValueError, match="x.jpg"):
+            w.add(np.zeros((3, 2, 3), np.uint8), 0, "a/x.jpg")
+        with pytest.raises(ValueError, match="label 5"):
+            w.add(np.zeros((3, 2, 2), np.uint8), 5, "a/y.jpg")
+
+
+def _patch(path, offset, data):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def test_wrong_magic(small_pack):
+    _patch(small_pack, 0, b"NOTAPACK")
+    with pytest.raises(NotAPackError, match="not a labkit pack"):
+        PackReader(small_pack)
+
+
+def test_unknown_version(small_pack):
+    _patch(small_pack, 8, struct.pack("<I", 99))
+    with pytest.raises(UnsupportedVersionError, match="version 99"):
+        PackReader(small_pack)
+
+
+@pytest.mark.parametrize("keep", [0, 20, HEADER_SIZE - 1, HEADER_SIZE + 5, -1])
+def test_truncated(small_pack, keep):
+    size = os.path.getsize(small_pack)
+    with open(small_pack, "r+b") as f:
+        f.truncate(keep % size)
+    with pytest.raises((TruncatedPackError, NotAPackError), match="small.pack"):
+        PackReader(small_pack)
+
+
+def _resign_trailer(path):
+    """Recompute the trailer and header CRCs, as someone editing the index on purpose would."""
+    from labkit.packfile import _HEADER
+
+    with open(path, "r+b") as f:
+        head = bytearray(f.read(HEADER_SIZE))
+        fields = list(_HEADER.unpack_from(head))
+        f.seek(fields[5])
+        fields[-1] = zlib.crc32(f.read())
+        packed = _HEADER.pack(*fields)
+        f.seek(0)
+        f.write(packed + struct.pack("<I", zlib.crc32(packed)))
+
+
+def _record_offset(path, i):
+    return PackReader(path).layout.records_offset + i * RECORD_DTYPE.itemsize
+
+
+def test_index_entry_past_the_end_names_the_sample(small_pack):
+    size = os.path.getsize(small_pack)
+    _patch(small_pack, _record_offset(small_pack, 3), struct.pack("<Q", size + 10))
+    _resign_trailer(small_pack)
+    with pytest.raises(EntryOutOfBoundsError, match=r"sample 3 \('b/3.jpg'\)"):
+        PackReader(small_pack)
+
+
+def test_unsigned_index_edit_is_caught(small_pack):
+    _patch(small_pack, _record_offset(small_pack, 1) + 16, struct.pack("<i", 1))
+    with pytest.raises(CorruptIndexError, match="index checksum"):
+        PackReader(small_pack)
+
+
+def test_checksum_mismatch_names_sample_on_read_and_verify(small_pack):
+    offset = int(PackReader(small_pack).records["offset"][3])
+    _patch(small_pack, offset + 7, b"\x42\x43")
+    r = PackReader(small_pack)
+    assert r.read(0) == BLOBS[0]
+    with pytest.raises(ChecksumMismatchError, match=r"sample 3 \('b/3.jpg'\)"):
+        r.read(3)
+    with pytest.raises(ChecksumMismatchError) as err:
+        verify_pack(small_pack)
+    assert err.value.index == 3 and err.value.sample_path == "b/3.jpg"
+
+
+def test_sample_index_out_of_range(small_pack):
+    with pytest.raises(IndexError, match="small.pack"):
+        PackReader(small_pack).read(4)
+
+
+def test_missing_file_says_how_to_make_one(tmp_path):
+    with pytest.raises(FileNotFoundError, match="labkit pack"):
+        PackReader(tmp_path / "nope.pack")
+
+
+# -- damaged files: a named PackError or the original bytes, never anything else -------------------------
+
+def _assert_reads_are_safe(path):
+    try:
+        r = PackReader(path)
+    except PackError as e:
+        assert os.path.basename(path) in str(e)
+        return
+    for i in range(len(r)):
+        try:
+            assert r.read(i) == BLOBS[i], f"sample {i} silently changed"
+        except PackError as e:
+            assert f"sample {i}" in str(e)
+
+
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_truncation(tmp_path, data):
+    path = _write(str(tmp_path / "fuzz.pack"))
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(data.draw(st.integers(0, size - 1)))
+    _assert_reads_are_safe(path)
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_flipped_bytes(tmp_path, data):
+    path = _write(str(tmp_path / "fuzz.pack"))
+    size = os.path.getsize(path)
+    for _ in range(data.draw(st.integers(1, 4))):
+        pos = data.draw(st.integers(0, size - 1))
+        with open(path, "r+b") as f:
+            f.seek(pos)
+            byte = f.read(1)[0]
+            f.seek(pos)
+            f.write(bytes([byte ^ data.draw(st.integers(1, 255))]))
+    _assert_reads_are_safe(path)
+
+
+@FUZZ
+@given(st.data())
+def test_fuzz_edited_and_resigned_index(tmp_path, data):
+    path = _write(str(tmp_path / "fuzz.pack"))
+    i = data.draw(st.integers(0, len(BLOBS) - 1))
+    field = data.draw(st.sampled_from(["offset", "length", "label", "crc32"]))
+    fmt = {"offset": "<Q", "length": "<Q", "label": "<i", "crc32": "<I"}[field]
+    bits = 8 * struct.calcsize(fmt)
+    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fmt == "<i" else (0, 2**bits - 1)
+    value = data.draw(st.integers(lo, hi))
+    original = PackReader(path).records[field][i]
+    _patch(path, _record_offset(path, i) + RECORD_DTYPE.fields[field][1], struct.pack(fmt, value))
+    _resign_trailer(path)
+    if value == original:
+        return
+    _assert_reads_are_safe(path)

@@ -1,0 +1,41 @@
+import os
+
+import pytest
+
+from labkit.packfile import PackReader
+from labkit.packing import pack_folder
+from labkit.synthetic import read_manifest
+
+
+def test_packs_every_file_in_folder_order(photos, encoded_pack):
+    r = PackReader(encoded_pack)
+    assert r.meta["skipped"] == [] and r.meta["source"] == "photos"
+    for i in range(len(r)):
+        assert r.read(i) == open(os.path.join(photos, r.paths[i]), "rb").read()
+
+
+def test_reports_files_it_could_not_pack_and_packs_the_rest(corrupt_photos, tmp_path):
+    corrupt = {c["path"] for c in read_manifest(corrupt_photos)["corrupt"]}
+    report = pack_folder(corrupt_photos, str(tmp_path / "c.pack"), workers=2, progress=False)
+    assert {s["path"] for s in report.skipped} == corrupt
+    assert all(s["path"] in str(report) for s in report.skipped)
+    r = PackReader(report.path)
+    assert len(r) == 30 - len(corrupt) and not corrupt & set(r.paths)
+    assert {s["path"] for s in r.meta["skipped"]} == corrupt  # the pack remembers what it left out
+
+
+def test_unchecked_pack_keeps_even_corrupt_bytes(corrupt_photos, tmp_path):
+    report = pack_folder(corrupt_photos, str(tmp_path / "raw.pack"), check=False, workers=1, progress=False)
+    assert report.count == 30 and report.skipped == []
+
+
+def test_decoded_pack_metadata(decoded_pack):
+    r = PackReader(decoded_pack)
+    assert r.meta["decoded_by"] == "pil" and r.meta["decoded"]["layout"] == "CHW"
+    assert all(int(o) % 64 == 0 for o in r.records["offset"])
+
+
+def test_bad_decoder_name_fails_before_work(photos, tmp_path):
+    with pytest.raises(ValueError, match="unknown decoder"):
+        pack_folder(photos, str(tmp_path / "x.pack"), decoded_size=8, decoder="nope", progress=False)
+    assert not os.path.exists(tmp_path / "x.pack")

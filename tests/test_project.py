@@ -1,0 +1,43 @@
+"""The project's own promises: one dependency list for pip and conda, and the README's commands exist."""
+
+import os
+import re
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONDA_NAMES = {"pytorch": "torch"}  # conda's name for a package -> its PyPI name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    tomllib = pytest.importorskip("tomli")
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[<>=!~ \[]", requirement.strip(), maxsplit=1)[0].lower()
+
+
+def test_environment_yml_names_the_same_packages_as_pyproject():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    pip_names = {_name(r) for r in project["dependencies"]}
+    for extra in ("lab", "test"):
+        pip_names |= {_name(r) for r in project["optional-dependencies"][extra]}
+    conda_names = set()
+    text = open(os.path.join(ROOT, "environment.yml"), encoding="utf-8").read()
+    for line in text.split("\ndependencies:", 1)[1].splitlines():
+        match = re.match(r"^\s{2}- ([A-Za-z][\w.-]*)", line)
+        if match and match.group(1) not in ("python", "pip"):
+            conda_names.add(CONDA_NAMES.get(_name(match.group(1)), _name(match.group(1))))
+    assert conda_names == pip_names
+
+
+def test_readme_commands_exist():
+    readme = open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()
+    makefile = open(os.path.join(ROOT, "Makefile"), encoding="utf-8").read()
+    for target in ("demo", "test", "lab"):
+        assert f"make {target}" in readme
+        assert re.search(rf"^{target}:", makefile, re.M)
+    assert "make test" in open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()

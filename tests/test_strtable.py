@@ -1,0 +1,41 @@
+import os
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given, strategies as st
+
+from labkit.strtable import StringTable
+
+
+@given(st.lists(st.binary(max_size=40), max_size=50))
+def test_round_trips_any_file_name_bytes(names):
+    table = StringTable.from_strings(names)
+    assert len(table) == len(names)
+    assert [table.raw(i) for i in range(len(table))] == names
+    assert [os.fsencode(s) for s in table] == names
+
+
+def test_non_utf8_names_survive_as_openable_str(tmp_path):
+    name = b"caf\xe9-\xff.jpg"  # Latin-1, not UTF-8
+    table = StringTable.from_strings([name])
+    path = os.path.join(os.fsencode(tmp_path), name)
+    open(path, "wb").close()
+    assert os.path.exists(os.path.join(str(tmp_path), table[0]))
+
+
+def test_is_two_arrays_however_many_strings():
+    table = StringTable.from_strings(f"class/{i:06d}.jpg" for i in range(10_000))
+    assert isinstance(table.blob, np.ndarray) and isinstance(table.offsets, np.ndarray)
+    assert table[1234] == "class/001234.jpg" and table[-1] == "class/009999.jpg"
+    assert pickle.loads(pickle.dumps(table))[42] == table[42]
+
+
+def test_rejects_offsets_that_do_not_fit_the_blob():
+    blob = np.frombuffer(b"abc", np.uint8)
+    with pytest.raises(ValueError):
+        StringTable(blob, np.array([0, 5]))
+    with pytest.raises(ValueError):
+        StringTable(blob, np.array([0, 2, 1, 3]))
+    with pytest.raises(IndexError):
+        StringTable(blob, np.array([0, 3]))[1]
