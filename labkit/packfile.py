@@ -207,23 +207,27 @@ class PackReader:
 
     # -- opening and pickling -------------------------------------------------
     def _open(self) -> None:
+        """Read and check header and trailer with plain reads; the blobs are mapped on first use."""
         try:
             file_size = os.path.getsize(self.path)
             with open(self.path, "rb") as f:
                 head = f.read(HEADER_SIZE)
+                self.layout = layout = _parse_header(self.path, head, file_size)
+                f.seek(layout.index_offset)
+                trailer = f.read(layout.total_size - layout.index_offset)
         except FileNotFoundError:
-            raise FileNotFoundError(f"{self.path}: no such pack file; make one with `labkit pack FOLDER {self.path}`") from None
-        self.layout = layout = _parse_header(self.path, head, file_size)
-        self._map = np.memmap(self.path, dtype=np.uint8, mode="r")
-        trailer = self._map[layout.index_offset : layout.total_size]
+            raise FileNotFoundError(f"{self.path}: no such pack file; make one with "
+                                    f"`labkit pack FOLDER {self.path}`") from None
         if zlib.crc32(trailer) != layout.trailer_crc:
             raise CorruptIndexError.at(self.path, "index checksum mismatch (records, paths or metadata damaged)",
-                                    fix=REPACK)
-        self.records = np.frombuffer(self._map, RECORD_DTYPE, layout.count, layout.records_offset)
-        path_offsets = np.frombuffer(self._map, _PATH_OFFSET_DTYPE, layout.count + 1, layout.path_offsets_offset)
+                                       fix=REPACK)
+        base = layout.index_offset
+        self.records = np.frombuffer(trailer, RECORD_DTYPE, layout.count, layout.records_offset - base)
+        path_offsets = np.frombuffer(trailer, _PATH_OFFSET_DTYPE, layout.count + 1, layout.path_offsets_offset - base)
         try:
-            self.paths = StringTable(self._map[layout.paths_offset : layout.meta_offset], path_offsets)
-            self.meta: Dict[str, Any] = json.loads(bytes(self._map[layout.meta_offset : layout.total_size]))
+            path_bytes = np.frombuffer(trailer, np.uint8, layout.paths_length, layout.paths_offset - base)
+            self.paths = StringTable(path_bytes, path_offsets)
+            self.meta: Dict[str, Any] = json.loads(trailer[layout.meta_offset - base :])
             self.classes: List[str] = [str(c) for c in self.meta["classes"]]
             decoded = self.meta.get("decoded")
             self.decoded_shape: Optional[Tuple[int, ...]] = tuple(int(d) for d in decoded["shape"]) if decoded else None
@@ -234,6 +238,15 @@ class PackReader:
         item_bytes = int(np.prod(self.decoded_shape)) if self.decoded_shape else None
         _check_records(self.path, layout, self.records, self.paths, len(self.classes), item_bytes)
         self.labels = self.records["label"].astype(np.int64)
+
+    def _blobs(self) -> np.ndarray:
+        if self._map is None:
+            size = os.path.getsize(self.path)
+            if size != self.layout.total_size:  # changed since opened: reading past its end would be a Bus error
+                raise TruncatedPackError.at(self.path, f"file is now {size} bytes, was {self.layout.total_size}",
+                                            fix=REPACK)
+            self._map = np.memmap(self.path, dtype=np.uint8, mode="r")
+        return self._map
 
     def __getstate__(self) -> Dict[str, Any]:
         return {"path": self.path, "check_crc": self.check_crc}
@@ -272,7 +285,7 @@ class PackReader:
         """Zero-copy, read-only view of sample i's bytes, checked against its CRC32."""
         i = self._check_index(i)
         offset, length, _, crc = self.records[i]
-        blob = self._map[int(offset) : int(offset) + int(length)]
+        blob = self._blobs()[int(offset) : int(offset) + int(length)]
         if self.check_crc and zlib.crc32(blob) != int(crc):
             raise ChecksumMismatchError.at(self.path, "checksum mismatch: the bytes changed since packing",
                                         i, self.paths[i], REPACK)

@@ -47,12 +47,15 @@ def test_alignment_is_honoured(tmp_path):
     assert [r.read(i) for i in range(4)] == BLOBS
 
 
-def test_reader_pickles_as_its_path(small_pack):
+def test_reader_maps_lazily_and_pickles_as_its_path(small_pack):
     r = PackReader(small_pack)
+    assert r._map is None  # index read, blobs not mapped until the first read
     r.read(0)
+    assert r._map is not None
     state = pickle.dumps(r)
     assert len(state) < 300 and b"first sample" not in state
-    assert pickle.loads(state).read(3) == BLOBS[3]
+    copy = pickle.loads(state)
+    assert copy._map is None and copy.read(3) == BLOBS[3]
 
 
 def test_decoded_pack_holds_what_pil_decodes(photos, decoded_pack):
