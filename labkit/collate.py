@@ -1,0 +1,180 @@
+"""collate functions: a list of samples → one batch (seed sections 2.3 and 5.4).
+
+``default_collate`` stacks, so it fails as soon as samples differ in shape: detection
+targets, sequences, graphs. These collates handle those shapes, keep images uint8 across
+the worker → main process boundary (4× less to copy than float32), and mix batches
+(MixUp, CutMix) where the seed puts augmentation: in collate, with the whole batch in view.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch.utils.data import default_collate, get_worker_info
+
+Batch = Tuple[torch.Tensor, torch.Tensor]
+
+
+def _shape_error(what: str, shapes: Sequence[Tuple[int, ...]]) -> ValueError:
+    first = shapes[0]
+    k = next(i for i, s in enumerate(shapes) if s != first)
+    return ValueError(f"{what}: sample 0 has shape {first} but sample {k} has {shapes[k]}; resize them to one "
+                      "size in the dataset, or use pad_collate / detection_collate for variable sizes")
+
+
+def stack_uint8(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
+    """(uint8 image, label) samples → (uint8 B×C×H×W, int64 labels), in shared memory in a worker.
+
+    Refuses float images: converting in the worker quadruples what crosses to the main
+    process. Convert and normalise on the device (`labkit.transfer`).
+    """
+    images = [sample[0] for sample in batch]
+    bad = next((k for k, img in enumerate(images) if img.dtype != torch.uint8), None)
+    if bad is not None:
+        raise TypeError(f"stack_uint8: sample {bad} is {images[bad].dtype}, not uint8; keep images uint8 in "
+                        "workers and normalise on the device (labkit.transfer.DevicePrefetcher)")
+    shapes = [tuple(img.shape) for img in images]
+    if len(set(shapes)) > 1:
+        raise _shape_error("stack_uint8", shapes)
+    return default_collate(images), torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64)
+
+
+def detection_collate(batch: Sequence[Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
+                      ) -> Tuple[List[torch.Tensor], List[Dict[str, torch.Tensor]]]:
+    """(image, {"boxes": N×4, "labels": N}) samples → (list of images, list of targets).
+
+    Images of different sizes and different numbers of boxes stay separate, which is what
+    torchvision's detection models take.
+    """
+    images, targets = [], []
+    for k, (image, target) in enumerate(batch):
+        boxes, labels = target.get("boxes"), target.get("labels")
+        if boxes is None or labels is None:
+            raise KeyError(f"detection_collate: sample {k}'s target needs 'boxes' and 'labels', has {sorted(target)}")
+        boxes = torch.as_tensor(boxes, dtype=torch.float32).reshape(-1, 4) if len(boxes) == 0 else torch.as_tensor(boxes)
+        if boxes.ndim != 2 or boxes.shape[1] != 4 or len(labels) != len(boxes):
+            raise ValueError(f"detection_collate: sample {k} has boxes {tuple(boxes.shape)} and {len(labels)} labels; "
+                             "expected N×4 boxes and N labels")
+        images.append(image)
+        targets.append({**target, "boxes": boxes, "labels": torch.as_tensor(labels, dtype=torch.int64)})
+    return images, targets
+
+
+def pad_collate(batch: Sequence[Any], padding_value: float = 0) -> Dict[str, torch.Tensor]:
+    """Variable-length sequences (L_i × ...) → padded B×L_max×..., lengths and a True-where-real mask.
+
+    Samples are tensors, or (tensor, label) pairs; labels are then stacked under "labels".
+    """
+    has_labels = isinstance(batch[0], (tuple, list))
+    sequences = [torch.as_tensor(s[0] if has_labels else s) for s in batch]
+    tails = [tuple(s.shape[1:]) for s in sequences]
+    if len(set(tails)) > 1:
+        raise _shape_error("pad_collate (all but the first dimension must match)", tails)
+    lengths = torch.tensor([len(s) for s in sequences], dtype=torch.int64)
+    padded = torch.nn.utils.rnn.pad_sequence(sequences, batch_first=True, padding_value=padding_value)
+    mask = torch.arange(padded.shape[1])[None, :] < lengths[:, None]
+    out = {"padded": padded, "lengths": lengths, "mask": mask}
+    if has_labels:
+        out["labels"] = default_collate([s[1] for s in batch])
+    return out
+
+
+def graph_collate(batch: Sequence[Dict[str, torch.Tensor]]) -> Dict[str, torch.Tensor]:
+    """Small graphs {"x": N_i×F, "edge_index": 2×E_i, "y": label} → one disjoint-union graph.
+
+    Node features are concatenated, edge indices shifted by each graph's first node, and
+    ``batch[n]`` says which graph node n came from (the layout PyTorch Geometric uses).
+    """
+    xs, edges, ys, owner = [], [], [], []
+    first_node = 0
+    for k, graph in enumerate(batch):
+        x, edge_index = torch.as_tensor(graph["x"]), torch.as_tensor(graph["edge_index"], dtype=torch.int64)
+        if edge_index.ndim != 2 or edge_index.shape[0] != 2:
+            raise ValueError(f"graph_collate: sample {k}'s edge_index is {tuple(edge_index.shape)}, expected 2×E")
+        if edge_index.numel() and (edge_index.min() < 0 or edge_index.max() >= len(x)):
+            raise ValueError(f"graph_collate: sample {k} has an edge to a node outside its {len(x)} nodes")
+        xs.append(x)
+        edges.append(edge_index + first_node)
+        owner.append(torch.full((len(x),), k, dtype=torch.int64))
+        if "y" in graph:
+            ys.append(graph["y"])
+        first_node += len(x)
+    out = {"x": torch.cat(xs), "edge_index": torch.cat(edges, dim=1), "batch": torch.cat(owner),
+           "num_graphs": torch.tensor(len(batch))}
+    if ys:
+        out["y"] = default_collate(ys)
+    return out
+
+
+# -- batch mixing ----------------------------------------------------------------------------------------
+
+def one_hot(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    return torch.nn.functional.one_hot(labels.long(), num_classes).to(torch.float32)
+
+
+def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode: str = "mixup",
+              alpha: float = 0.2, generator: Optional[torch.Generator] = None) -> Batch:
+    """MixUp or CutMix a batch: images mixed with a shuffled copy, labels become mixed one-hots.
+
+    Works on any device and keeps the image dtype: uint8 images are mixed in float and
+    rounded back (at most half a grey level lost), so they can still cross processes as uint8.
+    """
+    if mode not in ("mixup", "cutmix"):
+        raise ValueError(f"mode must be 'mixup' or 'cutmix', got {mode!r}")
+    if generator is None:
+        generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))
+    lam = float(np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator))).beta(alpha, alpha))
+    perm = torch.randperm(len(images), generator=generator).to(images.device)
+    targets = one_hot(labels, num_classes).to(images.device)
+    if mode == "mixup":
+        mixed = images.float() * lam + images[perm].float() * (1 - lam)
+        mixed = mixed.round().clamp(0, 255).to(images.dtype) if not images.is_floating_point() else mixed.to(images.dtype)
+    else:
+        h, w = images.shape[-2:]
+        cut_h, cut_w = int(h * math.sqrt(1 - lam)), int(w * math.sqrt(1 - lam))
+        cy, cx = (torch.randint(h, (1,), generator=generator).item(), torch.randint(w, (1,), generator=generator).item())
+        y0, y1 = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, h)
+        x0, x1 = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, w)
+        mixed = images.clone()
+        mixed[..., y0:y1, x0:x1] = images[perm][..., y0:y1, x0:x1]
+        lam = 1 - (y1 - y0) * (x1 - x0) / (h * w)
+    return mixed, targets * lam + targets[perm] * (1 - lam)
+
+
+class MixCollate:
+    """collate_fn that stacks uint8 images (`stack_uint8`) and then MixUps or CutMixes the batch.
+
+    Seeded: batch k of worker w is mixed by a generator seeded with (seed, w, k), so a run
+    with the same seed, workers and order mixes the same way.
+    """
+
+    def __init__(self, num_classes: int, mode: str = "mixup", alpha: float = 0.2, seed: int = 0) -> None:
+        if mode not in ("mixup", "cutmix"):
+            raise ValueError(f"mode must be 'mixup' or 'cutmix', got {mode!r}")
+        self.num_classes, self.mode, self.alpha, self.seed = num_classes, mode, alpha, seed
+        self._calls = 0
+
+    def __call__(self, batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
+        images, labels = stack_uint8(batch)
+        info = get_worker_info()
+        generator = torch.Generator().manual_seed(
+            int(np.random.default_rng([self.seed, info.id if info else 0, self._calls]).integers(2**62)))
+        self._calls += 1
+        return mix_batch(images, labels, self.num_classes, self.mode, self.alpha, generator)
+
+
+class MixUpCollate(MixCollate):
+    """MixUp in collate (the seed's version 4)."""
+
+    def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0) -> None:
+        super().__init__(num_classes, "mixup", alpha, seed)
+
+
+class CutMixCollate(MixCollate):
+    """CutMix in collate: a box of one image pasted into another, labels mixed by its area."""
+
+    def __init__(self, num_classes: int, alpha: float = 1.0, seed: int = 0) -> None:
+        super().__init__(num_classes, "cutmix", alpha, seed)
