@@ -45,3 +45,15 @@ def corrupt_photos(tmp_path) -> str:
 
 def files_under(root: str):
     return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` compare the GPU path with the CPU path; they need a CUDA device."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    no_cuda = pytest.mark.skip(reason="needs a CUDA device (run on a GPU machine)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(no_cuda)

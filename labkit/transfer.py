@@ -1,0 +1,109 @@
+"""Host → device: overlapped copies, then uint8 → float, normalisation and mixing on the device
+(seed section 3.2, and the house rule that images stay uint8 until the last moment).
+
+On CUDA, `DevicePrefetcher` copies batch k+1 from pinned memory on a side stream while the
+model computes on batch k: the copy is issued ``non_blocking`` on the side stream, the
+compute stream waits on it before using the batch, and ``record_stream`` tells the caching
+allocator that the compute stream still uses that memory. Without pinned memory
+(``DataLoader(pin_memory=True)``) a "non-blocking" copy is synchronous and overlaps nothing.
+On the CPU the same object does the same conversions, so code and results do not change.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple, Union
+
+import torch
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+Batch = Tuple[torch.Tensor, torch.Tensor]
+Mix = Callable[[torch.Tensor, torch.Tensor], Batch]
+
+
+def normalize_uint8(images: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN,
+                    std: Sequence[float] = IMAGENET_STD) -> torch.Tensor:
+    """uint8 N×C×H×W in 0..255 → float32 ``(x / 255 - mean) / std``, as ToTensor + Normalize give."""
+    shape = (1, -1) + (1,) * (images.ndim - 2)
+    mean_t = torch.as_tensor(mean, dtype=torch.float32, device=images.device).view(shape)
+    std_t = torch.as_tensor(std, dtype=torch.float32, device=images.device).view(shape)
+    return (images.to(torch.float32) / 255 - mean_t) / std_t
+
+
+def _to_device(value: Any, device: torch.device, non_blocking: bool) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=non_blocking)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_device(v, device, non_blocking) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_device(v, device, non_blocking) for k, v in value.items()}
+    return value
+
+
+def _record_stream(value: Any, stream: "torch.cuda.Stream") -> None:
+    if isinstance(value, torch.Tensor):
+        value.record_stream(stream)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _record_stream(v, stream)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _record_stream(v, stream)
+
+
+class DevicePrefetcher:
+    """Wraps a loader of ``(uint8 images, labels)`` batches; yields device batches, one step ahead.
+
+    ``normalize=(mean, std)`` (ImageNet's by default; ``None`` to keep uint8) converts on the
+    device; ``mix`` is any ``(images, labels) -> (images, labels)`` applied there after, e.g.
+    ``functools.partial(labkit.collate.mix_batch, num_classes=10)``.
+    """
+
+    def __init__(self, loader: Iterable, device: Union[str, torch.device, None] = None,
+                 normalize: Optional[Tuple[Sequence[float], Sequence[float]]] = (IMAGENET_MEAN, IMAGENET_STD),
+                 mix: Optional[Mix] = None, channels_last: bool = False) -> None:
+        self.loader = loader
+        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.normalize, self.mix, self.channels_last = normalize, mix, channels_last
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def _prepare(self, batch: Any) -> Any:
+        """Copy to the device and convert there (called on the side stream on CUDA)."""
+        batch = _to_device(batch, self.device, non_blocking=True)
+        if not isinstance(batch, (list, tuple)) or not isinstance(batch[0], torch.Tensor):
+            return batch
+        images, rest = batch[0], list(batch[1:])
+        if self.normalize is not None and not images.is_floating_point():
+            images = normalize_uint8(images, *self.normalize)
+        if self.channels_last and images.ndim == 4:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if self.mix is not None:
+            images, rest[0] = self.mix(images, rest[0])
+        return type(batch)([images, *rest]) if isinstance(batch, tuple) else [images, *rest]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.device.type != "cuda":
+            for batch in self.loader:
+                yield self._prepare(batch)
+            return
+        side = torch.cuda.Stream(self.device)
+        batches = iter(self.loader)
+
+        def preload() -> Any:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return None
+            with torch.cuda.stream(side):
+                return self._prepare(batch)
+
+        upcoming = preload()
+        while upcoming is not None:
+            compute = torch.cuda.current_stream(self.device)
+            compute.wait_stream(side)  # the copy and conversion of `upcoming` are done before compute uses it
+            current = upcoming
+            _record_stream(current, compute)  # its memory is in use on the compute stream too
+            upcoming = preload()  # issue the next copy before handing this batch out
+            yield current
