@@ -16,10 +16,7 @@ What they guarantee beyond ``torchvision.datasets.ImageFolder``:
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -28,6 +25,7 @@ import torch
 from torch.utils.data import Dataset
 
 from labkit.decode import MAX_PIXELS, DecodeError, Size, get_decoder, target_hw
+from labkit.eventlog import SharedLog
 from labkit.folders import scan_image_folder
 from labkit.packfile import PackError, PackReader
 from labkit.strtable import PathLike
@@ -55,48 +53,6 @@ class SkipRecord:
     error: str
 
 
-def _unlink_if_owner(path: str, owner: int) -> None:
-    if os.getpid() == owner and os.path.exists(path):
-        os.unlink(path)
-
-
-class SkipLog:
-    """Append-only record of skipped samples, shared by the main process and every worker.
-
-    Workers are separate processes, so an in-memory list would stay in the worker. Each
-    record is one ``O_APPEND`` write of a JSON line to a temporary file, which is atomic
-    for lines this short; the process that created the log deletes the file when done.
-    """
-
-    def __init__(self) -> None:
-        fd, self.path = tempfile.mkstemp(prefix="labkit-skips-", suffix=".jsonl")
-        os.close(fd)
-        weakref.finalize(self, _unlink_if_owner, self.path, os.getpid())
-
-    def __getstate__(self) -> Dict[str, str]:
-        return {"path": self.path}
-
-    def __setstate__(self, state: Dict[str, str]) -> None:
-        self.path = state["path"]
-
-    def record(self, index: int, path: str, error: str) -> None:
-        line = json.dumps({"index": index, "path": path, "error": error}) + "\n"
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
-
-    def records(self) -> List[SkipRecord]:
-        if not os.path.exists(self.path):
-            return []
-        with open(self.path, encoding="utf-8") as f:
-            return [SkipRecord(**json.loads(line)) for line in f if line.strip()]
-
-    def clear(self) -> None:
-        open(self.path, "w").close()
-
-
 _LOAD_ERRORS = (DecodeError, PackError, OSError)
 
 
@@ -111,11 +67,20 @@ class LabeledImageDataset(Dataset):
             raise ValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         self.transform = transform
         self.on_error = on_error
-        self._skips = SkipLog() if on_error == "skip" else None
+        self._skips = SharedLog("labkit-skips-") if on_error == "skip" else None
 
-    # Subclasses say how to load one sample and how to name it in messages.
-    def _load(self, index: int) -> torch.Tensor:
+    # Subclasses say how to read and decode one sample and how to name it in messages. The two
+    # stages are separate so that a profiler can time them apart (labkit.profiling).
+    def read_raw(self, index: int) -> Any:
+        """Sample ``index`` as stored: encoded bytes, or a decoded array."""
         raise NotImplementedError
+
+    def decode_raw(self, raw: Any) -> torch.Tensor:
+        """What `read_raw` returned → uint8 C×H×W image."""
+        raise NotImplementedError
+
+    def _load(self, index: int) -> torch.Tensor:
+        return self.decode_raw(self.read_raw(index))
 
     def sample_path(self, index: int) -> str:
         """Where sample ``index`` comes from, for error messages and reports."""
@@ -150,7 +115,7 @@ class LabeledImageDataset(Dataset):
             try:
                 return self._try_load(candidate)
             except SampleError as e:
-                self._skips.record(candidate, self.sample_path(candidate), str(e.__cause__))
+                self._skips.append({"index": candidate, "path": self.sample_path(candidate), "error": str(e.__cause__)})
         raise SampleError(f"every one of the {len(self)} samples failed to load; see .skipped", index)
 
     def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
@@ -167,7 +132,7 @@ class LabeledImageDataset(Dataset):
     @property
     def skipped(self) -> List[SkipRecord]:
         """Samples replaced under ``on_error="skip"``, gathered from every process, oldest first."""
-        return self._skips.records() if self._skips is not None else []
+        return [SkipRecord(**r) for r in self._skips.records()] if self._skips is not None else []
 
     def clear_skipped(self) -> None:
         if self._skips is not None:
@@ -194,10 +159,12 @@ class ImageFolderDataset(LabeledImageDataset):
     def sample_path(self, index: int) -> str:
         return os.path.join(self.root, self.relpaths[index])
 
-    def _load(self, index: int) -> torch.Tensor:
+    def read_raw(self, index: int) -> bytes:
         with open(self.sample_path(index), "rb") as f:
-            data = f.read()
-        return self._decode(data, self.size, self.max_pixels)
+            return f.read()
+
+    def decode_raw(self, raw: bytes) -> torch.Tensor:
+        return self._decode(raw, self.size, self.max_pixels)
 
     def __repr__(self) -> str:
         return (f"ImageFolderDataset({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
@@ -224,8 +191,11 @@ class PackedDataset(LabeledImageDataset):
     def sample_path(self, index: int) -> str:
         return f"{self.reader.path}:{self.reader.paths[index]}"
 
-    def _load(self, index: int) -> torch.Tensor:
-        return self._decode(self.reader.read(index), self.size, self.max_pixels)
+    def read_raw(self, index: int) -> bytes:
+        return self.reader.read(index)
+
+    def decode_raw(self, raw: bytes) -> torch.Tensor:
+        return self._decode(raw, self.size, self.max_pixels)
 
     def _storage_order(self, indices: List[int]) -> np.ndarray:
         return self.reader.records["offset"][indices]
@@ -260,8 +230,11 @@ class DecodedArrayDataset(LabeledImageDataset):
     def sample_path(self, index: int) -> str:
         return f"{self.reader.path}:{self.reader.paths[index]}"
 
-    def _load(self, index: int) -> torch.Tensor:
-        return torch.from_numpy(self.reader.read_decoded([index])[0])
+    def read_raw(self, index: int) -> np.ndarray:
+        return self.reader.read_decoded([index])[0]
+
+    def decode_raw(self, raw: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(raw)
 
     def _storage_order(self, indices: List[int]) -> np.ndarray:
         return self.reader.records["offset"][indices]

@@ -1,0 +1,52 @@
+"""An append-only log of small JSON records that every process of a DataLoader can write to.
+
+DataLoader workers are separate processes: a list they append to stays in the worker. Each
+record here is one ``O_APPEND`` write of one JSON line to a temporary file, which the kernel
+keeps whole for lines this short, so records from the main process and all workers land in
+one place whatever the start method. The process that created the log deletes the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import weakref
+from typing import Any, Dict, List
+
+
+def _unlink_if_owner(path: str, owner: int) -> None:
+    if os.getpid() == owner and os.path.exists(path):
+        os.unlink(path)
+
+
+class SharedLog:
+    """JSON-lines log shared by a process and the workers it hands this object to (it pickles as its path)."""
+
+    def __init__(self, prefix: str = "labkit-log-") -> None:
+        fd, self.path = tempfile.mkstemp(prefix=prefix, suffix=".jsonl")
+        os.close(fd)
+        weakref.finalize(self, _unlink_if_owner, self.path, os.getpid())
+
+    def __getstate__(self) -> Dict[str, str]:
+        return {"path": self.path}
+
+    def __setstate__(self, state: Dict[str, str]) -> None:
+        self.path = state["path"]
+
+    def append(self, record: Dict[str, Any]) -> None:
+        line = (json.dumps(record) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def records(self) -> List[Dict[str, Any]]:
+        if not os.path.exists(self.path):
+            return []
+        with open(self.path, encoding="utf-8") as f:
+            return [json.loads(line) for line in f if line.strip()]
+
+    def clear(self) -> None:
+        open(self.path, "w").close()

@@ -1,0 +1,453 @@
+"""Where the time of a training step goes, before anyone changes a knob (seed sections 3.4, 6.4, 7, 8).
+
+* `profile_loader` — per step: waiting for data, host → device transfer, compute; the share of
+  the step spent waiting, and the seed's verdict (> 30 % waiting: fix the loader; < 10 %:
+  look at the model).
+* `explain_bottleneck` — times each stage of one batch in isolation (read, decode,
+  transform, collate, worker → main copy, pin, device copy), scales the worker-side stages
+  by the number of workers, and names the stage that limits the loader with the knob for it.
+* `find_slow_samples` — per-sample ``__getitem__`` times, slowest first, with their paths.
+* `record_timeline` — which worker produced which batch, when; and when the loop got it.
+* `ProfiledLoader` — what ``LABKIT_PROFILE=1`` wraps around labkit's loader factory.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, get_worker_info
+
+from labkit.collate import stack_uint8
+from labkit.eventlog import SharedLog
+from labkit.settings import usable_cpus
+from labkit.transfer import _to_device
+
+DATA_BOUND = 0.30  # seed 3.4: above this share of the step waiting for data, the loader is the problem
+MODEL_BOUND = 0.10  # below it, the loader keeps up: look at the model
+PROFILE_ENV = "LABKIT_PROFILE"
+
+
+def profile_enabled() -> bool:
+    """True when ``LABKIT_PROFILE`` is set to anything but ``""``/``0``/``false``/``no``."""
+    return os.environ.get(PROFILE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def _sync(device: Optional[torch.device]) -> None:
+    if device is not None and device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _batch_len(batch: Any) -> int:
+    first = batch[0] if isinstance(batch, (list, tuple)) else batch
+    return len(first) if hasattr(first, "__len__") else 1
+
+
+def verdict(data_share: float) -> str:
+    """The seed's rule of thumb, in words, for a share of step time spent waiting for data."""
+    if data_share > DATA_BOUND:
+        return (f"data-bound: {data_share:.0%} of each step waits for data (over {DATA_BOUND:.0%}); fix the "
+                "loader first — explain_bottleneck() names the stage")
+    if data_share < MODEL_BOUND:
+        return (f"compute-bound: only {data_share:.0%} of each step waits for data (under {MODEL_BOUND:.0%}); "
+                "the loader keeps up — look at the model")
+    return (f"balanced: {data_share:.0%} of each step waits for data (between {MODEL_BOUND:.0%} and "
+            f"{DATA_BOUND:.0%}); both sides matter")
+
+
+# -- per-step profile --------------------------------------------------------------------------------------
+
+@dataclass
+class LoaderReport:
+    """Per-step wait / transfer / compute times of a loop, with the data-bound verdict."""
+
+    wait_s: List[float]
+    transfer_s: List[float]
+    compute_s: List[float]
+    images: int
+    has_model: bool
+
+    @property
+    def step_s(self) -> List[float]:
+        return [w + t + c for w, t, c in zip(self.wait_s, self.transfer_s, self.compute_s)]
+
+    @property
+    def data_share(self) -> float:
+        """Share of the total time the loop spent waiting for data."""
+        total = sum(self.step_s)
+        return sum(self.wait_s) / total if total else 0.0
+
+    @property
+    def images_per_s(self) -> float:
+        total = sum(self.step_s)
+        return self.images / total if total else 0.0
+
+    @property
+    def verdict(self) -> str:
+        if not self.has_model:
+            return f"no model step given: this timed the loader alone ({self.images_per_s:.1f} images/s)"
+        return verdict(self.data_share)
+
+    def __str__(self) -> str:
+        med = lambda xs: statistics.median(xs) * 1000 if xs else 0.0  # noqa: E731
+        return (f"{len(self.wait_s)} steps, median ms: wait for data {med(self.wait_s):.1f}, transfer "
+                f"{med(self.transfer_s):.1f}, compute {med(self.compute_s):.1f}, step {med(self.step_s):.1f}; "
+                f"{self.images_per_s:.1f} images/s\n{self.verdict}")
+
+    def plot(self, ax: Any = None) -> Any:
+        """Stacked bars, one per step: wait, transfer, compute (ms)."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(8, 3))[1]
+        steps = np.arange(len(self.wait_s))
+        bottom = np.zeros(len(steps))
+        for label, values, color in (("wait for data", self.wait_s, "tab:red"),
+                                     ("host→device", self.transfer_s, "tab:orange"),
+                                     ("compute", self.compute_s, "tab:blue")):
+            ms = np.asarray(values) * 1000
+            ax.bar(steps, ms, bottom=bottom, label=label, color=color)
+            bottom += ms
+        ax.set_xlabel("step")
+        ax.set_ylabel("ms")
+        ax.set_title(self.verdict.split(";")[0])
+        ax.legend(loc="upper right")
+        return ax
+
+
+def profile_loader(loader: Iterable, steps: int = 20, model_step: Optional[Callable[[Any], Any]] = None,
+                   device: Optional[torch.device] = None, warmup: int = 2) -> LoaderReport:
+    """Run ``warmup + steps`` steps of a loop over ``loader`` and time each part of each step.
+
+    ``model_step(batch)`` is your forward/backward (the batch is already on ``device``); on
+    CUDA the device is synchronised around each part, so the times are real, not launch times.
+    """
+    device = torch.device(device) if device is not None else None
+    wait, transfer, compute = [], [], []
+    images = 0
+    batches = iter(loader)
+    for k in range(warmup + steps):
+        t0 = time.perf_counter()
+        try:
+            batch = next(batches)
+        except StopIteration:
+            break
+        t1 = time.perf_counter()
+        if device is not None:
+            batch = _to_device(batch, device, non_blocking=False)
+            _sync(device)
+        t2 = time.perf_counter()
+        if model_step is not None:
+            model_step(batch)
+            _sync(device)
+        t3 = time.perf_counter()
+        if k >= warmup:
+            wait.append(t1 - t0)
+            transfer.append(t2 - t1)
+            compute.append(t3 - t2)
+            images += _batch_len(batch)
+    if not wait:
+        raise ValueError(f"the loader ran out before the {warmup} warm-up steps were over; lower warmup")
+    return LoaderReport(wait, transfer, compute, images, model_step is not None)
+
+
+class ProfiledLoader:
+    """Wraps any loader; times how long the loop waits for each batch and how long it spends on it,
+    and prints a `LoaderReport` when each epoch ends. What ``LABKIT_PROFILE=1`` switches on."""
+
+    def __init__(self, loader: Iterable, stream: Any = None) -> None:
+        self.loader, self.stream = loader, stream
+        self.reports: List[LoaderReport] = []
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:  # sampler, dataset, batch_size... of the wrapped loader
+        return getattr(self.loader, name)
+
+    def __iter__(self) -> Iterator[Any]:
+        wait, compute = [], []
+        images = 0
+        batches = iter(self.loader)
+        while True:
+            t0 = time.perf_counter()
+            try:
+                batch = next(batches)
+            except StopIteration:
+                break
+            t1 = time.perf_counter()
+            wait.append(t1 - t0)
+            images += _batch_len(batch)
+            yield batch
+            compute.append(time.perf_counter() - t1)
+        if wait and compute:
+            report = LoaderReport(wait[: len(compute)], [0.0] * len(compute), compute, images, True)
+            self.reports.append(report)
+            print(f"[{PROFILE_ENV}] epoch {len(self.reports)}: {report}", file=self.stream or sys.stderr)
+
+
+# -- bottleneck explainer ------------------------------------------------------------------------------------
+
+KNOBS = {
+    "read": "storage: pack the files into one file (labkit pack), keep data on local disk, or give it page cache",
+    "decode": "decoding: a faster decoder (decoder='pil-reduced' or 'torchvision'), a decoded pack "
+              "(labkit pack --decoded), or more workers",
+    "transform": "CPU transforms: make them cheaper, or move them to the device after the copy",
+    "collate": "collate: stack uint8 (labkit.collate.stack_uint8), keep float conversion out of workers",
+    "worker→main copy": "inter-process copy: keep batches uint8, collate straight into shared memory",
+    "pin": "pinning: pinned-memory copies of big batches; keep batches uint8 (4x smaller than float32)",
+    "device copy": "host→device copy: pin_memory=True with non_blocking copies on a side stream "
+                   "(labkit.transfer.DevicePrefetcher), and copy uint8",
+}
+_WORKER_STAGES = ("read", "decode", "transform", "collate", "worker→main copy")
+
+
+@dataclass
+class StageTime:
+    name: str
+    per_batch_s: float
+    in_workers: bool
+
+    def effective_s(self, workers: int) -> float:
+        """Time per batch this stage costs the pipeline, with workers sharing worker-side stages."""
+        return self.per_batch_s / max(1, workers) if self.in_workers else self.per_batch_s
+
+
+@dataclass
+class BottleneckReport:
+    """Each stage of one batch timed alone, the slowest named with its knob."""
+
+    stages: List[StageTime]
+    batch_size: int
+    workers: int
+    skipped: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def slowest(self) -> StageTime:
+        return max(self.stages, key=lambda s: s.effective_s(self.workers))
+
+    @property
+    def bound_images_per_s(self) -> float:
+        """Most images/s this pipeline can give: worker stages run in parallel, main-side stages do not."""
+        worker = sum(s.per_batch_s for s in self.stages if s.in_workers) / max(1, self.workers)
+        main = sum(s.per_batch_s for s in self.stages if not s.in_workers)
+        return self.batch_size / max(worker, main, 1e-9)
+
+    def __str__(self) -> str:
+        lines = [f"one batch of {self.batch_size}, {self.workers} workers sharing the worker-side stages:",
+                 f"  {'stage':<18}{'ms/batch':>10}{'where':>9}{'ms/batch with workers':>24}"]
+        for s in self.stages:
+            lines.append(f"  {s.name:<18}{s.per_batch_s * 1000:>10.2f}{'workers' if s.in_workers else 'main':>9}"
+                         f"{s.effective_s(self.workers) * 1000:>24.2f}")
+        for name, why in self.skipped.items():
+            lines.append(f"  {name:<18}{'—':>10}   not timed: {why}")
+        slow = self.slowest
+        lines.append(f"slowest: {slow.name} -> {KNOBS[slow.name]}")
+        lines.append(f"bound: about {self.bound_images_per_s:.0f} images/s from this pipeline")
+        return "\n".join(lines)
+
+    def plot(self, ax: Any = None) -> Any:
+        """Horizontal bars of each stage's cost per batch, with workers sharing worker stages."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(7, 3))[1]
+        names = [s.name for s in self.stages]
+        values = [s.effective_s(self.workers) * 1000 for s in self.stages]
+        colors = ["tab:red" if s is self.slowest else "tab:gray" for s in self.stages]
+        ax.barh(names, values, color=colors)
+        ax.invert_yaxis()
+        ax.set_xlabel(f"ms per batch of {self.batch_size} ({self.workers} workers)")
+        ax.set_title(f"slowest: {self.slowest.name}")
+        return ax
+
+
+def _median_time(fn: Callable[[], Any], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def _share_memory_time(tensors: List[torch.Tensor], repeats: int) -> float:
+    """Moving a batch into shared memory: what a worker pays to hand a batch to the main process."""
+    times = []
+    for _ in range(repeats):
+        copies = [t.clone() for t in tensors]
+        t0 = time.perf_counter()
+        for t in copies:
+            t.share_memory_()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Callable = stack_uint8,
+                       num_workers: Optional[int] = None, device: Optional[torch.device] = None,
+                       repeats: int = 3, seed: int = 0) -> BottleneckReport:
+    """Time every stage of one batch in isolation and name the one that limits the loader.
+
+    The dataset must expose ``read_raw`` and ``decode_raw`` (labkit's datasets do) so read
+    and decode can be timed apart. Pinning and the device copy are timed where CUDA exists.
+    """
+    if not (hasattr(dataset, "read_raw") and hasattr(dataset, "decode_raw")):
+        raise TypeError(f"{type(dataset).__name__} has no read_raw/decode_raw; use a labkit dataset, or "
+                        "time it as a whole with find_slow_samples")
+    workers = usable_cpus() if num_workers is None else num_workers
+    rng = np.random.default_rng(seed)
+    indices = rng.choice(len(dataset), size=min(batch_size, len(dataset)), replace=False).tolist()
+    raw = [dataset.read_raw(i) for i in indices]
+    images = [dataset.decode_raw(r) for r in raw]
+    transform = getattr(dataset, "transform", None)
+    samples = [((transform(img) if transform else img), int(dataset.labels[i])) for img, i in zip(images, indices)]
+    batch = collate_fn(samples)
+    tensors = [t for t in (batch if isinstance(batch, (list, tuple)) else [batch]) if isinstance(t, torch.Tensor)]
+
+    stages = [StageTime("read", _median_time(lambda: [dataset.read_raw(i) for i in indices], repeats), True),
+              StageTime("decode", _median_time(lambda: [dataset.decode_raw(r) for r in raw], repeats), True),
+              StageTime("transform", _median_time(lambda: [transform(img) for img in images], repeats)
+                        if transform else 0.0, True),
+              StageTime("collate", _median_time(lambda: collate_fn(samples), repeats), True),
+              StageTime("worker→main copy", _share_memory_time(tensors, repeats), True)]
+    skipped: Dict[str, str] = {}
+    device = torch.device(device) if device is not None else (
+        torch.device("cuda") if torch.cuda.is_available() else None)
+    if device is not None and device.type == "cuda":
+        stages.append(StageTime("pin", _median_time(lambda: [t.pin_memory() for t in tensors], repeats), False))
+        pinned = [t.pin_memory() for t in tensors]
+
+        def copy() -> None:
+            for t in pinned:
+                t.to(device, non_blocking=True)
+            torch.cuda.synchronize(device)
+
+        copy()
+        stages.append(StageTime("device copy", _median_time(copy, repeats), False))
+    else:
+        skipped["pin"] = skipped["device copy"] = "no CUDA device here"
+    return BottleneckReport(stages, len(indices), workers, skipped)
+
+
+# -- slow samples --------------------------------------------------------------------------------------------
+
+@dataclass
+class SlowSampleReport:
+    """``__getitem__`` time of every sample looked at; the slowest first, with their paths."""
+
+    indices: List[int]
+    seconds: List[float]
+    paths: List[Optional[str]]
+
+    def slowest(self, top: int = 10) -> List[tuple]:
+        order = np.argsort(self.seconds)[::-1][:top]
+        return [(self.indices[k], self.seconds[k], self.paths[k]) for k in order]
+
+    def __str__(self) -> str:
+        s = np.asarray(self.seconds) * 1000
+        lines = [f"{len(s)} samples: median {np.median(s):.2f} ms, p95 {np.percentile(s, 95):.2f} ms, "
+                 f"max {s.max():.2f} ms; slowest:"]
+        for index, seconds, path in self.slowest():
+            lines.append(f"  {seconds * 1000:9.2f} ms  sample {index}  {path or ''}")
+        return "\n".join(lines)
+
+    def plot(self, ax: Any = None) -> Any:
+        """Histogram of per-sample times (log scale): a long right tail is the stutter of seed 6.4."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(6, 3))[1]
+        ax.hist(np.asarray(self.seconds) * 1000, bins=40, log=True)
+        ax.set_xlabel("ms per sample")
+        ax.set_ylabel("samples")
+        return ax
+
+
+def find_slow_samples(dataset: Dataset, indices: Optional[Sequence[int]] = None,
+                      progress: bool = True) -> SlowSampleReport:
+    """Time ``dataset[i]`` for each index (all by default) in this process."""
+    from tqdm.auto import tqdm
+
+    indices = list(range(len(dataset))) if indices is None else [int(i) for i in indices]  # type: ignore[arg-type]
+    seconds = []
+    for i in tqdm(indices, desc="timing samples", unit="sample", disable=not progress):
+        t0 = time.perf_counter()
+        dataset[i]
+        seconds.append(time.perf_counter() - t0)
+    path_of = getattr(dataset, "sample_path", None)
+    return SlowSampleReport(indices, seconds, [path_of(i) if path_of else None for i in indices])
+
+
+# -- worker timeline -----------------------------------------------------------------------------------------
+
+class _TimedDataset(Dataset):
+    """Passes batches through, logging which worker fetched which indices, and when."""
+
+    def __init__(self, dataset: Dataset, log: SharedLog) -> None:
+        self.dataset, self.log = dataset, log
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> Any:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: List[int]) -> List[Any]:
+        start = time.monotonic()
+        fetch = getattr(self.dataset, "__getitems__", None)
+        samples = fetch(indices) if fetch else [self.dataset[i] for i in indices]
+        info = get_worker_info()
+        self.log.append({"worker": info.id if info else -1, "pid": os.getpid(), "first": int(indices[0]),
+                         "size": len(indices), "start": start, "end": time.monotonic()})
+        return samples
+
+
+@dataclass
+class Timeline:
+    """When each worker fetched each batch, and when the main loop received it (monotonic seconds)."""
+
+    fetches: List[Dict[str, Any]]
+    received: List[float]
+    start: float
+
+    def __str__(self) -> str:
+        span = max(self.received) - self.start if self.received else 0.0
+        lines = [f"{len(self.received)} batches in {span:.2f} s"]
+        for worker in sorted({f["worker"] for f in self.fetches}):
+            mine = [f for f in self.fetches if f["worker"] == worker]
+            busy = sum(f["end"] - f["start"] for f in mine)
+            lines.append(f"  worker {worker}: {len(mine)} batches, busy {busy / span if span else 0:.0%} of the time")
+        return "\n".join(lines)
+
+    def plot(self, ax: Any = None) -> Any:
+        """One lane per worker with a bar per batch fetched; ticks on the top lane when the loop got one."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(9, 2.5))[1]
+        workers = sorted({f["worker"] for f in self.fetches})
+        for lane, worker in enumerate(workers):
+            bars = [(f["start"] - self.start, f["end"] - f["start"]) for f in self.fetches if f["worker"] == worker]
+            ax.broken_barh(bars, (lane - 0.4, 0.8), facecolors=f"C{lane % 10}", edgecolor="white")
+        top = len(workers)
+        ax.scatter([t - self.start for t in self.received], [top] * len(self.received), marker="|", s=200,
+                   color="black")
+        ax.set_yticks(list(range(top + 1)), [f"worker {w}" for w in workers] + ["main loop"])
+        ax.set_xlabel("seconds")
+        return ax
+
+
+def record_timeline(dataset: Dataset, batches: int = 20, **loader_kwargs: Any) -> Timeline:
+    """Iterate ``batches`` batches of ``DataLoader(dataset, **loader_kwargs)`` and record who did what when."""
+    log = SharedLog("labkit-timeline-")
+    loader = DataLoader(_TimedDataset(dataset, log), **loader_kwargs)
+    start = time.monotonic()
+    received = []
+    for k, _ in enumerate(loader):
+        received.append(time.monotonic())
+        if k + 1 >= batches:
+            break
+    del loader
+    return Timeline(log.records(), received, start)

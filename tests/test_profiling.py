@@ -1,0 +1,110 @@
+import io
+import time
+
+import matplotlib
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from labkit.datasets import ImageFolderDataset
+from labkit.profiling import (ProfiledLoader, explain_bottleneck, find_slow_samples, profile_loader,
+                              record_timeline, verdict)
+
+from conftest import OUT
+
+matplotlib.use("Agg")
+
+
+class Sleepy(torch.utils.data.Dataset):
+    """Tiny uint8 images; sleeps in the stage it is told to, to make that stage the slow one."""
+
+    def __init__(self, n=16, read=0.0, decode=0.0, slow_index=None):
+        self.n, self.read, self.decode, self.slow_index = n, read, decode, slow_index
+        self.labels = torch.zeros(n, dtype=torch.int64).numpy()
+        self.transform = None
+
+    def __len__(self):
+        return self.n
+
+    def read_raw(self, i):
+        time.sleep(self.read + (0.05 if i == self.slow_index else 0))
+        return i
+
+    def decode_raw(self, raw):
+        time.sleep(self.decode)
+        return torch.full((3, 8, 8), raw % 256, dtype=torch.uint8)
+
+    def __getitem__(self, i):
+        return self.decode_raw(self.read_raw(i)), 0
+
+    def sample_path(self, i):
+        return f"class/{i}.jpg"
+
+
+def test_verdict_thresholds_follow_the_seed():
+    assert verdict(0.5).startswith("data-bound") and verdict(0.05).startswith("compute-bound")
+    assert verdict(0.2).startswith("balanced")
+
+
+def test_slow_dataset_is_called_data_bound():
+    loader = DataLoader(Sleepy(read=0.01), batch_size=4)
+    report = profile_loader(loader, steps=3, warmup=1, model_step=lambda batch: None)
+    assert report.data_share > 0.9 and report.verdict.startswith("data-bound")
+    assert len(report.step_s) == 3 and report.images_per_s > 0
+
+
+def test_slow_model_is_called_compute_bound():
+    loader = DataLoader(Sleepy(), batch_size=4)
+    report = profile_loader(loader, steps=3, warmup=1, model_step=lambda batch: time.sleep(0.05))
+    assert report.data_share < 0.1 and report.verdict.startswith("compute-bound")
+    assert "steps" in str(report) and report.plot() is not None
+
+
+def test_loader_alone_is_reported_as_such():
+    report = profile_loader(DataLoader(Sleepy(), batch_size=4), steps=2, warmup=0)
+    assert report.verdict.startswith("no model step")
+    with pytest.raises(ValueError, match="warm-up"):
+        profile_loader(DataLoader(Sleepy(n=4), batch_size=4), steps=2, warmup=5)
+
+
+@pytest.mark.parametrize("stage,dataset", [("read", Sleepy(read=0.01)), ("decode", Sleepy(decode=0.01))])
+def test_explainer_names_the_deliberately_slow_stage(stage, dataset):
+    report = explain_bottleneck(dataset, batch_size=8, num_workers=2, repeats=1)
+    assert report.slowest.name == stage and stage in str(report)
+    assert report.bound_images_per_s > 0 and report.plot() is not None
+
+
+def test_explainer_on_a_real_dataset_times_every_host_stage(photos):
+    report = explain_bottleneck(ImageFolderDataset(photos, "pil", OUT), batch_size=8, num_workers=2, repeats=1)
+    assert [s.name for s in report.stages][:5] == ["read", "decode", "transform", "collate", "worker→main copy"]
+    assert all(s.per_batch_s >= 0 for s in report.stages)
+    if not torch.cuda.is_available():
+        assert set(report.skipped) == {"pin", "device copy"}
+
+
+def test_explainer_refuses_datasets_it_cannot_split():
+    with pytest.raises(TypeError, match="read_raw"):
+        explain_bottleneck(list(range(4)))
+
+
+def test_slow_sample_finder_names_the_slow_file():
+    report = find_slow_samples(Sleepy(n=10, slow_index=7), progress=False)
+    index, seconds, path = report.slowest(1)[0]
+    assert (index, path) == (7, "class/7.jpg") and seconds >= 0.05
+    assert "sample 7" in str(report) and report.plot() is not None
+
+
+def test_timeline_shows_each_worker_and_every_batch_received():
+    timeline = record_timeline(Sleepy(n=32, read=0.002), batches=6, batch_size=4, num_workers=2)
+    assert len(timeline.received) == 6
+    assert {f["worker"] for f in timeline.fetches} == {0, 1}
+    assert "worker 0" in str(timeline) and timeline.plot() is not None
+
+
+def test_profiled_loader_reports_each_epoch():
+    out = io.StringIO()
+    loader = ProfiledLoader(DataLoader(Sleepy(n=8), batch_size=4), stream=out)
+    for _ in range(2):
+        assert sum(len(b[0]) for b in loader) == 8
+    assert len(loader.reports) == 2 and out.getvalue().count("LABKIT_PROFILE") == 2
+    assert loader.batch_size == 4  # attributes of the wrapped loader stay reachable
