@@ -1,4 +1,4 @@
-"""The ``labkit`` command: ``labkit data | pack | verify | demo``.
+"""The ``labkit`` command: ``labkit data | pack | verify | demo | doctor``.
 
 Each sub-command is a thin shell over a library function, so anything it does a notebook
 or a training script can do with one import.
@@ -67,6 +67,23 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _image_shape(text: str) -> Tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CxHxW such as 3x256x256, got {text!r}") from None
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from labkit.doctor import LoaderPlan, diagnose, format_findings
+
+    plan = LoaderPlan(workers=args.workers if args.workers is not None else 4, prefetch=args.prefetch,
+                      batch=args.batch, image=args.image, bytes_per_value=4 if args.float32 else 1,
+                      ranks_per_node=args.ranks_per_node, pin_memory=args.pin_memory)
+    print(format_findings(plan, diagnose(plan)))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -107,6 +124,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", default=None, help="also write the results to this JSON file")
     p.add_argument("--quick", action="store_true", help="256 images (also: LABKIT_QUICK=1)")
     p.set_defaults(func=_cmd_demo)
+
+    p = sub.add_parser("doctor", help="check a loader configuration against this machine (/dev/shm, CPUs, threads)")
+    p.add_argument("--workers", type=int, default=None, help="num_workers per rank (default 4)")
+    p.add_argument("--prefetch", type=int, default=2, help="prefetch_factor (default 2)")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--image", type=_image_shape, default=(3, 256, 256), help="CxHxW of one sample (default 3x256x256)")
+    p.add_argument("--float32", action="store_true", help="samples cross processes as float32, not uint8")
+    p.add_argument("--ranks-per-node", type=int, default=1, help="training processes (GPUs) per node")
+    p.add_argument("--pin-memory", action="store_true")
+    p.set_defaults(func=_cmd_doctor)
     return parser
 
 

@@ -1,0 +1,214 @@
+"""Checks a loader configuration against this machine before it crashes or crawls (seed 4.4, 6.1, 6.5).
+
+Each check gives a level (ok / warn / fail), what it found with the numbers, and a one-line
+fix. `diagnose` runs them all for a planned ``num_workers × prefetch_factor × batch``;
+``labkit doctor`` prints them. `limit_worker_threads` is the ``worker_init_fn`` that fixes
+thread oversubscription inside workers.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from labkit.settings import usable_cpus
+
+GIB = 2**30
+_THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+@dataclass(frozen=True)
+class LoaderPlan:
+    """The loader settings to check: per rank, and how many ranks share the node."""
+
+    workers: int
+    prefetch: int = 2
+    batch: int = 64
+    image: Tuple[int, ...] = (3, 256, 256)
+    bytes_per_value: int = 1  # uint8 images; 4 for float32
+    ranks_per_node: int = 1
+    pin_memory: bool = False
+
+    @property
+    def batch_bytes(self) -> int:
+        return self.batch * math.prod(self.image) * self.bytes_per_value
+
+    @property
+    def in_flight_bytes(self) -> int:
+        """Batches waiting in shared memory on the node: workers × prefetch_factor per rank."""
+        return self.ranks_per_node * self.workers * self.prefetch * self.batch_bytes
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # "ok", "warn" or "fail"
+    check: str
+    message: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        text = f"[{self.level.upper():4}] {self.check}: {self.message}"
+        return text + (f"\n       fix: {self.fix}" if self.fix else "")
+
+
+@dataclass(frozen=True)
+class MemoryFacts:
+    ram_total: int
+    ram_available: int
+    shm_total: int
+    shm_free: int
+
+
+def memory_facts() -> MemoryFacts:
+    """RAM (``/proc/meminfo``) and ``/dev/shm`` sizes in bytes; zero where the OS has none."""
+    info = {}
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                name, value = line.split(":", 1)
+                info[name] = int(value.split()[0]) * 1024
+    except OSError:
+        pass
+    shm_total = shm_free = 0
+    if os.path.isdir("/dev/shm"):
+        st = os.statvfs("/dev/shm")
+        shm_total, shm_free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    return MemoryFacts(info.get("MemTotal", 0), info.get("MemAvailable", 0), shm_total, shm_free)
+
+
+def _gib(n: float) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
+    need = plan.in_flight_bytes
+    what = (f"{plan.ranks_per_node} rank(s) × {plan.workers} workers × prefetch {plan.prefetch} × "
+            f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_gib(need)} in /dev/shm")
+    if plan.workers == 0:
+        return Finding("ok", "shared memory", "no workers: batches never pass through /dev/shm")
+    if facts.shm_total == 0:
+        return Finding("ok", "shared memory", f"{what}; this OS has no /dev/shm to run out of")
+    fix = ("give the container more (docker run --shm-size=8g), lower prefetch_factor or num_workers, or "
+           "torch.multiprocessing.set_sharing_strategy('file_system')")
+    if need > facts.shm_free:
+        return Finding("fail", "shared memory", f"{what}, but only {_gib(facts.shm_free)} free: expect "
+                       "'DataLoader worker ... killed by signal: Bus error'", fix)
+    if need > facts.shm_free / 2:
+        return Finding("warn", "shared memory", f"{what}, over half of the {_gib(facts.shm_free)} free", fix)
+    return Finding("ok", "shared memory", f"{what} of {_gib(facts.shm_free)} free")
+
+
+def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Finding:
+    if not plan.pin_memory:
+        return Finding("ok", "pinned memory", "pin_memory off" + ("" if not cuda else
+                       "; host→device copies cannot overlap compute"), "" if not cuda else
+                       "pin_memory=True with non_blocking copies (labkit.transfer.DevicePrefetcher)")
+    if not cuda:
+        return Finding("warn", "pinned memory", "pin_memory=True without a CUDA device does nothing useful",
+                       "pin_memory=torch.cuda.is_available()")
+    pinned = plan.ranks_per_node * (plan.workers * plan.prefetch + 1) * plan.batch_bytes
+    text = f"about {_gib(pinned)} of page-locked RAM ({_gib(facts.ram_available)} available)"
+    if facts.ram_available and pinned > facts.ram_available / 4:
+        return Finding("warn", "pinned memory", text + ": pinned pages cannot be swapped, the OS can run out",
+                       "lower prefetch_factor or batch size, keep batches uint8")
+    return Finding("ok", "pinned memory", text)
+
+
+def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
+    processes = plan.ranks_per_node * (plan.workers + 1)
+    text = (f"{plan.ranks_per_node} rank(s) × ({plan.workers} workers + 1 main) = {processes} busy processes "
+            f"on {cpus} CPUs")
+    per_rank = max(1, cpus // plan.ranks_per_node - 1)
+    fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process)"
+    if processes > 2 * cpus:
+        return Finding("fail", "CPUs", text + ": they will fight for cores (seed 4.4: 8 GPUs × 8 workers)", fix)
+    if processes > cpus + plan.ranks_per_node:
+        return Finding("warn", "CPUs", text + ": more processes than cores", fix)
+    return Finding("ok", "CPUs", text)
+
+
+def _threads_per_worker() -> Tuple[int, List[str]]:
+    """How many threads a worker's native libraries may start, and which libraries say so."""
+    sources = []
+    counts = []
+    for name in _THREAD_ENV:
+        if os.environ.get(name, "").isdigit():
+            counts.append(int(os.environ[name]))
+            sources.append(f"{name}={os.environ[name]}")
+    if not counts:
+        counts.append(usable_cpus())
+        sources.append(f"OpenMP default ({usable_cpus()}: no {'/'.join(_THREAD_ENV)} set)")
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None and cv2.getNumThreads() > 1:
+        counts.append(cv2.getNumThreads())
+        sources.append(f"OpenCV {cv2.getNumThreads()}")
+    return max(counts), sources
+
+
+def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
+    if plan.workers == 0:
+        return Finding("ok", "threads in workers", "no workers")
+    per_worker, sources = _threads_per_worker()
+    total = plan.ranks_per_node * plan.workers * per_worker
+    text = (f"torch uses 1 thread per worker (DataLoader sets it), but native libraries may start {per_worker} "
+            f"each ({', '.join(sources)}): up to {total} threads on {cpus} CPUs")
+    if total > cpus:
+        return Finding("warn", "threads in workers", text,
+                       "worker_init_fn=labkit.doctor.limit_worker_threads (or OMP_NUM_THREADS=1)")
+    return Finding("ok", "threads in workers", text)
+
+
+def check_start_method(threads: Sequence[str]) -> Finding:
+    method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
+    if method == "fork" and len(threads) > 1:
+        return Finding("warn", "fork after threads", f"start method fork with {len(threads)} threads running "
+                       f"({', '.join(threads[:4])}): a lock held by a thread at fork time stays locked in every "
+                       "worker, which then hangs (seed 6.5)",
+                       "create DataLoaders before starting threads, or multiprocessing_context='forkserver'")
+    if method == "fork":
+        return Finding("ok", "start method", "fork: workers start fast and share the parent's memory "
+                       "copy-on-write (keep paths in numpy arrays: labkit.datasets does)")
+    return Finding("ok", "start method", f"{method}: workers import your code afresh, so datasets, samplers and "
+                   "collates must be importable (not defined in a notebook); use persistent_workers=True")
+
+
+def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[MemoryFacts] = None,
+             cuda: Optional[bool] = None, threads: Optional[Sequence[str]] = None) -> List[Finding]:
+    """Every check, for ``plan`` on this machine (the keyword arguments stand in for the machine in tests)."""
+    cpus = usable_cpus() if cpus is None else cpus
+    facts = memory_facts() if facts is None else facts
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    threads = [t.name for t in threading.enumerate()] if threads is None else threads
+    return [check_shared_memory(plan, facts), check_pinned_memory(plan, facts, cuda), check_cpus(plan, cpus),
+            check_worker_threads(plan, cpus), check_start_method(threads)]
+
+
+def format_findings(plan: LoaderPlan, findings: List[Finding]) -> str:
+    head = (f"labkit doctor: {plan.workers} workers × prefetch {plan.prefetch} × batch {plan.batch} of "
+            f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), {plan.ranks_per_node} rank(s) "
+            f"per node, pin_memory={plan.pin_memory}")
+    counts = {level: sum(f.level == level for f in findings) for level in ("fail", "warn", "ok")}
+    tail = f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
+    return "\n".join([head, *map(str, findings), tail])
+
+
+def limit_worker_threads(worker_id: int) -> None:
+    """``worker_init_fn``: one thread per worker for torch, OpenMP/BLAS libraries loaded later, and OpenCV."""
+    torch.set_num_threads(1)
+    for name in _THREAD_ENV:
+        os.environ[name] = "1"
+    cv2 = sys.modules.get("cv2")
+    if cv2 is not None:
+        cv2.setNumThreads(1)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return
+    threadpool_limits(1)

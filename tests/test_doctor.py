@@ -1,0 +1,80 @@
+import os
+
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from labkit.cli import main
+from labkit.doctor import LoaderPlan, MemoryFacts, diagnose, limit_worker_threads, memory_facts
+
+GIB = 2**30
+ROOMY = MemoryFacts(ram_total=64 * GIB, ram_available=48 * GIB, shm_total=32 * GIB, shm_free=32 * GIB)
+
+
+def _levels(plan, **machine):
+    args = dict(cpus=16, facts=ROOMY, cuda=False, threads=["MainThread"])
+    args.update(machine)
+    return {f.check: f for f in diagnose(plan, **args)}
+
+
+def test_docker_default_shm_fails_a_float_loader_with_the_fix():
+    plan = LoaderPlan(workers=8, prefetch=4, batch=64, image=(3, 256, 256), bytes_per_value=4)
+    docker = MemoryFacts(64 * GIB, 48 * GIB, shm_total=64 * 2**20, shm_free=64 * 2**20)  # docker's 64 MB
+    finding = _levels(plan, facts=docker)["shared memory"]
+    assert finding.level == "fail" and "Bus error" in finding.message and "--shm-size" in finding.fix
+    assert _levels(plan)["shared memory"].level == "ok"
+    assert plan.in_flight_bytes == 8 * 4 * 64 * 3 * 256 * 256 * 4
+
+
+def test_eight_gpus_times_eight_workers_is_the_seed_trap():
+    finding = _levels(LoaderPlan(workers=8, ranks_per_node=8), cpus=32)["CPUs"]
+    assert finding.level == "fail" and "num_workers=3" in finding.fix
+    assert _levels(LoaderPlan(workers=3, ranks_per_node=8), cpus=32)["CPUs"].level == "ok"
+
+
+def test_thread_oversubscription_and_its_worker_init_fn(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    for name in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        monkeypatch.delenv(name, raising=False)
+    finding = _levels(LoaderPlan(workers=8), cpus=4)["threads in workers"]
+    assert finding.level == "warn" and "limit_worker_threads" in finding.fix
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert _levels(LoaderPlan(workers=2), cpus=4)["threads in workers"].level == "ok"
+
+
+def test_fork_after_threads_is_flagged(monkeypatch):
+    monkeypatch.setattr("multiprocessing.get_start_method", lambda allow_none=False: "fork")
+    finding = _levels(LoaderPlan(workers=2), threads=["MainThread", "prefetch-thread"])["fork after threads"]
+    assert finding.level == "warn" and "forkserver" in finding.fix
+
+
+def test_pin_memory_without_cuda_is_pointless_and_with_cuda_is_estimated():
+    assert _levels(LoaderPlan(workers=2, pin_memory=True))["pinned memory"].level == "warn"
+    small = MemoryFacts(8 * GIB, 1 * GIB, 4 * GIB, 4 * GIB)
+    big = LoaderPlan(workers=8, prefetch=4, batch=256, bytes_per_value=4, pin_memory=True)
+    assert _levels(big, cuda=True, facts=small)["pinned memory"].level == "warn"
+
+
+def test_memory_facts_of_this_machine():
+    facts = memory_facts()
+    assert facts.ram_total > 0 and facts.ram_available > 0
+    if os.path.isdir("/dev/shm"):
+        assert facts.shm_total > 0
+
+
+def _thread_settings(_):
+    return torch.get_num_threads(), os.environ.get("OMP_NUM_THREADS")
+
+
+def test_limit_worker_threads_in_real_workers(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    loader = DataLoader(range(4), batch_size=None, num_workers=2, worker_init_fn=limit_worker_threads,
+                        collate_fn=_thread_settings)
+    assert set(loader) == {(1, "1")}
+    assert "OMP_NUM_THREADS" not in os.environ  # the main process is left alone
+
+
+def test_cli_prints_findings_and_exits_0(capsys):
+    assert main(["doctor", "--workers", "8", "--prefetch", "4", "--batch", "64", "--image", "3x256x256"]) == 0
+    out = capsys.readouterr().out
+    assert "shared memory" in out and "CPUs" in out and "fail," in out

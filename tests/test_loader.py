@@ -1,0 +1,55 @@
+import os
+import subprocess
+import sys
+import textwrap
+
+import torch
+from torch.utils.data import DataLoader
+
+from labkit.collate import stack_uint8
+from labkit.datasets import DecodedArrayDataset
+from labkit.loader import make_loader
+from labkit.profiling import ProfiledLoader
+from labkit.samplers import BlockShuffleSampler
+from labkit.watchdog import WatchedLoader
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_defaults_for_a_labkit_dataset(decoded_pack, monkeypatch):
+    monkeypatch.delenv("LABKIT_PROFILE", raising=False)
+    loader = make_loader(DecodedArrayDataset(decoded_pack), batch_size=8, num_workers=2)
+    assert isinstance(loader, DataLoader)
+    assert loader.collate_fn is stack_uint8 and loader.persistent_workers
+    assert loader.pin_memory == torch.cuda.is_available()
+    images, labels = next(iter(loader))
+    assert images.dtype == torch.uint8 and images.shape[0] == 8
+
+
+def test_sampler_and_watchdog_layers(decoded_pack, monkeypatch):
+    monkeypatch.delenv("LABKIT_PROFILE", raising=False)
+    dataset = DecodedArrayDataset(decoded_pack)
+    sampler = BlockShuffleSampler(len(dataset), block_size=4, window=2)
+    loader = make_loader(dataset, batch_size=6, sampler=sampler, num_workers=1, hang_timeout=30)
+    assert isinstance(loader, WatchedLoader)
+    assert sum(len(b[1]) for b in loader) == len(dataset)
+    assert isinstance(make_loader(dataset, num_workers=0, profile=True), ProfiledLoader)
+
+
+def test_labkit_profile_switch_needs_no_code_change(decoded_pack):
+    script = textwrap.dedent(f"""
+        from labkit.datasets import DecodedArrayDataset
+        from labkit.loader import make_loader
+        for epoch in range(2):
+            for images, labels in make_loader(DecodedArrayDataset({decoded_pack!r}), batch_size=8, num_workers=0):
+                pass
+    """)
+    env = {**os.environ, "LABKIT_PROFILE": "1"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.count("[LABKIT_PROFILE] epoch 1") == 2 and "images/s" in out.stderr
+    env["LABKIT_PROFILE"] = "0"
+    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
+                           cwd=ROOT)
+    assert "LABKIT_PROFILE" not in quiet.stderr
