@@ -29,10 +29,18 @@ def _fraction(text: str) -> float:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from labkit.synthetic import QUICK_COUNT, PhotoSpec, make_photos
+    from labkit.synthetic import QUICK_COUNT, ClipSpec, PhotoSpec, make_clips, make_photos
 
+    if args.clips is not None:
+        clips = min(args.clips, 16) if (args.quick or quick_mode()) else args.clips
+        width, height = args.size or (320, 240)
+        spec = ClipSpec(n=clips, classes=args.classes, frames=args.frames, width=width, height=height,
+                        seed=args.seed, quality=args.quality)
+        print(make_clips(args.out, spec, workers=args.workers, progress=not args.no_progress))
+        return 0
     n = QUICK_COUNT if (args.quick or quick_mode()) else args.n
-    spec = PhotoSpec(n=n, classes=args.classes, width=args.size[0], height=args.size[1], seed=args.seed,
+    width, height = args.size or (800, 600)
+    spec = PhotoSpec(n=n, classes=args.classes, width=width, height=height, seed=args.seed,
                      quality=args.quality, grayscale=args.grayscale, cmyk=args.cmyk, png=args.png,
                      large=args.large, corrupt=args.corrupt)
     print(make_photos(args.out, spec, workers=args.workers, progress=not args.no_progress))
@@ -95,13 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default="data/photos", help="output folder (default: data/photos)")
     p.add_argument("--n", type=int, default=2000, help="number of images (default 2000; the seed used 20000)")
     p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--size", type=_size, default=(800, 600), help="WIDTHxHEIGHT (default 800x600)")
+    p.add_argument("--size", type=_size, default=None, help="WIDTHxHEIGHT (default 800x600; 320x240 for clips)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
     for variant, what in (("grayscale", "grayscale JPEGs"), ("cmyk", "CMYK JPEGs"), ("png", "RGBA PNGs"),
                           ("large", "4000x3000 JPEGs"), ("corrupt", "corrupt files (listed in the manifest)")):
         p.add_argument(f"--{variant}", type=_fraction, default=0.0, metavar="FRACTION", help=f"fraction of {what}")
-    p.add_argument("--quick", action="store_true", help="make 256 images (also: LABKIT_QUICK=1)")
+    p.add_argument("--clips", type=int, default=None, metavar="N",
+                   help="make N video-like clips (folders of JPEG frames) instead of photos")
+    p.add_argument("--frames", type=int, default=16, help="frames per clip (default 16)")
+    p.add_argument("--quick", action="store_true", help="make 256 images or 16 clips (also: LABKIT_QUICK=1)")
     p.set_defaults(func=_cmd_data)
 
     p = sub.add_parser("pack", parents=[common], help="pack an ImageFolder into one verified file")

@@ -316,3 +316,52 @@ def spectrum_slope(image: np.ndarray, f_min: int = 4, f_max: int = 200) -> float
     f = np.arange(len(radial))
     band = (f >= f_min) & (f <= min(f_max, min(h, w) // 2))
     return float(np.polyfit(np.log(f[band]), np.log(radial[band]), 1)[0])
+
+
+@dataclass(frozen=True)
+class ClipSpec:
+    """Video-like clips: a camera panning across a dead-leaves scene, one JPEG per frame."""
+
+    n: int = 64
+    classes: int = 4
+    frames: int = 16
+    width: int = 320
+    height: int = 240
+    pan: int = 6  # pixels the camera moves per frame
+    seed: int = 0
+    quality: int = 90
+
+
+def _make_clip(job: Tuple[ClipSpec, str, int]) -> bool:
+    spec, out, index = job
+    label = index % spec.classes
+    folder = os.path.join(out, class_name(label, spec.classes), f"clip{index:05d}")
+    last = os.path.join(folder, f"frame{spec.frames - 1:03d}.jpg")
+    if os.path.exists(last):
+        return False
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng([spec.seed, index, 3])
+    canvas = render_photo(label, spec.classes, spec.width + spec.pan * spec.frames, spec.height, rng)
+    for t in range(spec.frames):  # the last frame is written last: its presence means the clip is whole
+        buf = io.BytesIO()
+        Image.fromarray(canvas[:, t * spec.pan : t * spec.pan + spec.width]).save(buf, "JPEG", quality=spec.quality)
+        _write_atomic(os.path.join(folder, f"frame{t:03d}.jpg"), buf.getvalue())
+    return True
+
+
+def make_clips(out: str, spec: ClipSpec = ClipSpec(), workers: Optional[int] = None, progress: bool = True) -> str:
+    """Make ``spec.n`` clips under ``out/<class>/clipNNNNN/frameTTT.jpg``; clips already complete are kept."""
+    from tqdm.auto import tqdm
+
+    os.makedirs(out, exist_ok=True)
+    jobs = [(spec, out, i) for i in range(spec.n)]
+    workers = max(1, min(workers or usable_cpus(), spec.n or 1))
+    if workers == 1:
+        written = sum(tqdm(map(_make_clip, jobs), total=spec.n, desc="labkit data --clips", disable=not progress))
+    else:
+        import multiprocessing as mp
+
+        with mp.get_context().Pool(workers) as pool:
+            written = sum(tqdm(pool.imap_unordered(_make_clip, jobs), total=spec.n, desc="labkit data --clips",
+                               disable=not progress))
+    return f"{out}: {written} clips written, {spec.n - written} kept ({spec.frames} frames of {spec.width}x{spec.height})"

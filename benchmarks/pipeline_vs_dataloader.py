@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Two-stage pipeline (labkit.pipeline) against a single-stage DataLoader on the same clips.
+
+Both do the same work per clip — decode every JPEG frame, then resize, crop and lay out as
+C×H×W — with the same number of processes. Runs alternate, the median of ``--runs`` is
+reported, and the machine is printed beside the numbers.
+
+    python benchmarks/pipeline_vs_dataloader.py            # 64 clips of 16 frames, 320x240
+    LABKIT_QUICK=1 python benchmarks/pipeline_vs_dataloader.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import time
+
+from torch.utils.data import DataLoader
+
+from labkit.clips import ClipFolderDataset, decode_clip, transform_clip
+from labkit.measure import describe_machine, machine_info
+from labkit.pipeline import StagedPipeline
+from labkit.settings import quick_mode, usable_cpus
+from labkit.synthetic import ClipSpec, make_clips
+
+
+def _time(fn) -> float:
+    t0 = time.perf_counter()
+    count = fn()
+    return count / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="data/clips")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--json", default=None, help="write results here (default benchmarks/results/...)")
+    args = parser.parse_args()
+    quick = quick_mode()
+    spec = ClipSpec(n=16 if quick else 64, frames=8 if quick else 16)
+    print(make_clips(args.data, spec, progress=False))
+    processes = max(2, usable_cpus())
+    decoders = max(1, processes // 2)
+    transformers = max(1, processes - decoders)
+    size = (spec.width, spec.height)
+    dataset = ClipFolderDataset(args.data, spec.frames, size)
+    folders = [dataset.clip_path(i) for i in range(len(dataset))]
+
+    def single_stage() -> int:
+        loader = DataLoader(dataset, batch_size=None, num_workers=processes)
+        return sum(1 for _ in loader)
+
+    def two_stage() -> int:
+        pipe = StagedPipeline(folders, functools.partial(decode_clip, frames=spec.frames, size=size), transform_clip,
+                              (spec.frames, spec.height, spec.width, 3), decoders=decoders,
+                              transformers=transformers, slots=2 * processes)
+        return sum(1 for _ in pipe)
+
+    rates = {"dataloader": [], "pipeline": []}
+    for _ in range(args.runs):
+        rates["dataloader"].append(_time(single_stage))
+        rates["pipeline"].append(_time(two_stage))
+    median = {k: statistics.median(v) for k, v in rates.items()}
+    info = machine_info()
+    print(f"Machine: {describe_machine(info)}")
+    print(f"{len(dataset)} clips x {spec.frames} frames {spec.width}x{spec.height} -> 112x112, median of {args.runs}")
+    print(f"  single-stage DataLoader, {processes} workers:        {median['dataloader']:.2f} clips/s")
+    print(f"  two-stage pipeline, {decoders} decode + {transformers} transform: {median['pipeline']:.2f} clips/s")
+    print(f"  ratio pipeline / dataloader: {median['pipeline'] / median['dataloader']:.2f}")
+    out = args.json or os.path.join(os.path.dirname(__file__), "results",
+                                    f"pipeline_vs_dataloader_{info['cpu_count']}cpu{'_quick' if quick else ''}.json")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"machine": info, "settings": {"clips": len(dataset), "frames": spec.frames, "processes": processes,
+                                                 "decoders": decoders, "transformers": transformers,
+                                                 "runs": args.runs},
+                   "clips_per_s": rates, "median_clips_per_s": median}, f, indent=1)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()

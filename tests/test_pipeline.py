@@ -1,0 +1,109 @@
+import functools
+import multiprocessing
+import os
+
+import numpy as np
+import pytest
+
+from labkit.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
+from labkit.pipeline import PipelineError, StagedPipeline
+from labkit.synthetic import ClipSpec, make_clips
+
+SPEC = ClipSpec(n=6, classes=2, frames=4, width=64, height=48, seed=1)
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("clips") / "clips")
+    make_clips(root, SPEC, workers=1, progress=False)
+    return root
+
+
+def _folders(root):
+    _, rel, _ = scan_clips(root)
+    return [os.path.join(root, r) for r in rel]
+
+
+def _stage1():
+    return functools.partial(decode_clip, frames=SPEC.frames, size=(SPEC.width, SPEC.height))
+
+
+def _stage2(frames):
+    return transform_clip(frames, out=32, resize=40)
+
+
+def _no_children_and_no_segment(name):
+    assert multiprocessing.active_children() == []
+    assert not os.path.exists(f"/dev/shm/{name.lstrip('/')}")
+
+
+def test_clips_are_made_whole_and_resumable(clips):
+    classes, rel, labels = scan_clips(clips)
+    assert len(rel) == 6 and len(classes) == 2 and labels.tolist().count(0) == 3
+    assert all(len(os.listdir(os.path.join(clips, r))) == 4 for r in rel)
+    assert make_clips(clips, SPEC, workers=1, progress=False).endswith("0 clips written, 6 kept (4 frames of 64x48)")
+
+
+@pytest.mark.timeout(60)
+def test_two_stages_give_what_one_stage_gives(clips):
+    single = ClipFolderDataset(clips, SPEC.frames, (SPEC.width, SPEC.height), out=32)
+    pipe = StagedPipeline(_folders(clips), _stage1(), _stage2, (4, 48, 64, 3), decoders=2, transformers=1, slots=3)
+    results = dict(pipe)
+    assert sorted(results) == list(range(6))
+    for k in range(6):
+        assert results[k].shape == (4, 3, 32, 32)
+    assert pipe.shm is None and multiprocessing.active_children() == []
+    reference = np.asarray(transform_clip(decode_clip(single.clip_path(2), 4, (64, 48)), 32, 40))
+    assert np.array_equal(results[2], reference)
+
+
+
+
+@pytest.mark.timeout(60)
+def test_stage_one_failure_names_stage_and_item_and_cleans_up(clips, tmp_path):
+    broken = str(tmp_path / "broken")
+    os.makedirs(broken)
+    open(os.path.join(broken, "frame000.jpg"), "wb").write(b"not a jpeg")
+    items = _folders(clips)[:2] + [broken] + _folders(clips)[2:]
+    pipe = StagedPipeline(items, _stage1(), _stage2, (4, 48, 64, 3), decoders=2, slots=2)
+    with pytest.raises(PipelineError, match=r"stage 1 \(decode\) failed on item 2 .*broken"):
+        list(pipe)
+    assert pipe.shm is None and multiprocessing.active_children() == []
+
+
+def _fail_in_stage_two(frames):
+    raise RuntimeError("transform bug")
+
+
+@pytest.mark.timeout(60)
+def test_stage_two_failure_is_named(clips):
+    pipe = StagedPipeline(_folders(clips), _stage1(), _fail_in_stage_two, (4, 48, 64, 3))
+    with pytest.raises(PipelineError, match=r"stage 2 \(transform\) failed on item \d+ .*transform bug"):
+        list(pipe)
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.timeout(60)
+def test_ctrl_c_and_break_leave_no_process_and_no_shared_memory(clips):
+    pipe = StagedPipeline(_folders(clips) * 4, _stage1(), _stage2, (4, 48, 64, 3), decoders=2, slots=2)
+    iterator = iter(pipe)
+    next(iterator)
+    name = pipe.shm.name
+    with pytest.raises(KeyboardInterrupt):
+        iterator.throw(KeyboardInterrupt)
+    _no_children_and_no_segment(name)
+    for _ in pipe:
+        break
+    assert multiprocessing.active_children() == []
+
+
+def _die(item):
+    os._exit(3)
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_worker_is_reported(clips):
+    pipe = StagedPipeline(_folders(clips), _die, _stage2, (4, 48, 64, 3))
+    with pytest.raises(PipelineError, match="stage1-0 .* died with exit code 3"):
+        list(pipe)
+    assert multiprocessing.active_children() == []
