@@ -1,4 +1,4 @@
-"""The ``labkit`` command: ``labkit data | pack | verify | demo | doctor``.
+"""The ``labkit`` command: ``labkit data | pack | verify | demo | doctor | ddp-demo``.
 
 Each sub-command is a thin shell over a library function, so anything it does a notebook
 or a training script can do with one import.
@@ -92,6 +92,15 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_ddp_demo(args: argparse.Namespace) -> int:
+    import subprocess
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
+               "-m", "labkit.ddp_demo", "--samples", str(args.samples), "--epochs", str(args.epochs)]
+    print(" ".join(command[2:]), flush=True)
+    return subprocess.call(command)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="labkit", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -145,6 +154,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ranks-per-node", type=int, default=1, help="training processes (GPUs) per node")
     p.add_argument("--pin-memory", action="store_true")
     p.set_defaults(func=_cmd_doctor)
+
+    p = sub.add_parser("ddp-demo", help="train a few DDP steps under torchrun and prove the ranks' data is disjoint")
+    p.add_argument("--nproc", type=int, default=2, help="processes (ranks) on this machine")
+    p.add_argument("--samples", type=int, default=256, help="samples in the epoch")
+    p.add_argument("--epochs", type=int, default=1)
+    p.set_defaults(func=_cmd_ddp_demo)
     return parser
 
 
