@@ -9,7 +9,7 @@ the worker → main process boundary (4× less to copy than float32), and mix ba
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -40,6 +40,17 @@ def stack_uint8(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
     if len(set(shapes)) > 1:
         raise _shape_error("stack_uint8", shapes)
     return default_collate(images), torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64)
+
+
+def stack_samples(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
+    """(image, label) samples of any dtype → (stacked images, int64 labels): default_collate, named.
+
+    What a DataLoader does by default; the seed's versions 1–4 send float images this way.
+    """
+    shapes = [tuple(sample[0].shape) for sample in batch]
+    if len(set(shapes)) > 1:
+        raise _shape_error("stack_samples", shapes)
+    return default_collate([s[0] for s in batch]), torch.tensor([int(s[1]) for s in batch], dtype=torch.int64)
 
 
 def detection_collate(batch: Sequence[Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
@@ -145,20 +156,21 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode
 
 
 class MixCollate:
-    """collate_fn that stacks uint8 images (`stack_uint8`) and then MixUps or CutMixes the batch.
+    """collate_fn that stacks the batch (`stack_uint8` unless told otherwise), then MixUps or CutMixes it.
 
     Seeded: batch k of worker w is mixed by a generator seeded with (seed, w, k), so a run
     with the same seed, workers and order mixes the same way.
     """
 
-    def __init__(self, num_classes: int, mode: str = "mixup", alpha: float = 0.2, seed: int = 0) -> None:
+    def __init__(self, num_classes: int, mode: str = "mixup", alpha: float = 0.2, seed: int = 0,
+                 stack: Callable[[Sequence[Tuple[torch.Tensor, int]]], Batch] = stack_uint8) -> None:
         if mode not in ("mixup", "cutmix"):
             raise ValueError(f"mode must be 'mixup' or 'cutmix', got {mode!r}")
-        self.num_classes, self.mode, self.alpha, self.seed = num_classes, mode, alpha, seed
+        self.num_classes, self.mode, self.alpha, self.seed, self.stack = num_classes, mode, alpha, seed, stack
         self._calls = 0
 
     def __call__(self, batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
-        images, labels = stack_uint8(batch)
+        images, labels = self.stack(batch)
         info = get_worker_info()
         generator = torch.Generator().manual_seed(
             int(np.random.default_rng([self.seed, info.id if info else 0, self._calls]).integers(2**62)))
@@ -167,10 +179,11 @@ class MixCollate:
 
 
 class MixUpCollate(MixCollate):
-    """MixUp in collate (the seed's version 4)."""
+    """MixUp in collate (the seed's version 4 passes ``stack=stack_samples`` for its float images)."""
 
-    def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0) -> None:
-        super().__init__(num_classes, "mixup", alpha, seed)
+    def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0,
+                 stack: Callable[[Sequence[Tuple[torch.Tensor, int]]], Batch] = stack_uint8) -> None:
+        super().__init__(num_classes, "mixup", alpha, seed, stack)
 
 
 class CutMixCollate(MixCollate):

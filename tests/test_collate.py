@@ -103,3 +103,13 @@ def test_mix_collates_pickle_for_workers_and_are_seeded(collate):
     runs = [[b for b in DataLoader(data, batch_size=4, collate_fn=collate, num_workers=2)] for _ in range(2)]
     for (a_img, a_lab), (b_img, b_lab) in zip(*runs):
         assert a_img.dtype == torch.uint8 and torch.equal(a_img, b_img) and torch.equal(a_lab, b_lab)
+
+
+def test_float_mixup_as_the_seed_does_it():
+    from labkit.collate import stack_samples
+
+    batch = [(img.float() / 255, label) for img, label in _images(4)]
+    images, soft = MixUpCollate(3, seed=0, stack=stack_samples)(batch)
+    assert images.dtype == torch.float32 and soft.shape == (4, 3)
+    with pytest.raises(TypeError, match="uint8"):
+        MixUpCollate(3)(batch)

@@ -14,3 +14,23 @@ def test_private_memory_grows_with_what_this_process_writes():
 
 def test_unknown_process_reads_as_zero():
     assert private_bytes(2**22 + 12345) == 0 and rss_bytes("no-such-pid") == 0
+
+
+def test_tree_counts_worker_processes():
+    import time
+
+    from torch.utils.data import DataLoader
+
+    from labkit.procmem import cpu_seconds, descendants, tree_cpu_seconds, tree_rss_bytes
+
+    loader = DataLoader(range(8), batch_size=2, num_workers=2, persistent_workers=True)
+    iterator = iter(loader)
+    next(iterator)
+    workers = set(descendants())
+    assert {w.pid for w in iterator._workers} <= workers
+    assert tree_rss_bytes() > rss_bytes() and tree_cpu_seconds() >= cpu_seconds()
+    t0 = cpu_seconds()
+    end = time.perf_counter() + 0.2
+    while time.perf_counter() < end:
+        pass
+    assert cpu_seconds() - t0 > 0.1

@@ -64,3 +64,9 @@ def test_cuda_batches_survive_compute_on_the_main_stream():
         torch.cuda._sleep(1_000_000)  # a slow "model" on the compute stream
         sums.append(images.sum().item())
     assert sums == pytest.approx(expected, rel=1e-5)
+
+
+def test_normalize_uint8_works_on_one_image_too():
+    image = _batches(1)[0][0][0]
+    reference = v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)(image.float() / 255)
+    assert torch.allclose(normalize_uint8(image), reference, atol=1e-5)

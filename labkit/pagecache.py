@@ -1,0 +1,60 @@
+"""Asking the kernel to forget cached file pages, so a measurement starts cold.
+
+``posix_fadvise(POSIX_FADV_DONTNEED)`` drops a file's clean pages from the page cache and
+needs no root, unlike writing to ``/proc/sys/vm/drop_caches``. It is advice: some file
+systems (tmpfs, some overlays) keep the pages anyway, so callers report it as an attempt.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable
+
+
+def can_evict() -> bool:
+    return hasattr(os, "posix_fadvise") and hasattr(os, "POSIX_FADV_DONTNEED")
+
+
+def evict(paths: Iterable[str]) -> int:
+    """Advise the kernel to drop the cached pages of each file; return how many files were advised."""
+    if not can_evict():
+        return 0
+    advised = 0
+    for path in paths:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            advised += 1
+        finally:
+            os.close(fd)
+    return advised
+
+
+def resident_fraction(path: str) -> float:
+    """Share of the file's pages now in the page cache (Linux ``mincore``); -1.0 where unknown."""
+    import ctypes
+    import ctypes.util
+    import mmap
+
+    size = os.path.getsize(path)
+    if size == 0:
+        return 1.0
+    libc_name = ctypes.util.find_library("c")
+    if not libc_name or not hasattr(mmap, "MAP_PRIVATE"):
+        return -1.0
+    libc = ctypes.CDLL(libc_name, use_errno=True)
+    page = mmap.PAGESIZE
+    pages = (size + page - 1) // page
+    with open(path, "rb") as f:
+        mapping = mmap.mmap(f.fileno(), size, access=mmap.ACCESS_COPY)  # writable view, so ctypes can address it
+        try:
+            address = ctypes.addressof(ctypes.c_char.from_buffer(mapping))
+            vector = (ctypes.c_ubyte * pages)()
+            failed = libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vector)
+            del address
+            return -1.0 if failed else sum(v & 1 for v in vector) / pages
+        finally:
+            mapping.close()
