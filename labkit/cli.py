@@ -1,4 +1,4 @@
-"""The ``labkit`` command: ``labkit data | pack | verify | demo | doctor | ddp-demo``.
+"""The ``labkit`` command: ``labkit data | pack | verify | demo | ablation | autotune | doctor | ddp-demo``.
 
 Each sub-command is a thin shell over a library function, so anything it does a notebook
 or a training script can do with one import.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from labkit.settings import quick_mode
 
@@ -67,11 +67,39 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
-    from labkit.demo import run_demo
+def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
+    from labkit.ablation import Settings
 
-    run_demo(args.data, quick=args.quick or quick_mode(), batch_size=args.batch, workers=args.workers,
-             runs=args.runs, json_path=args.json, progress=not args.no_progress)
+    return Settings(batch_size=args.batch, workers=args.workers, runs=args.runs,
+                    steps=args.steps or (3 if quick else 20), model=args.model, cold=args.cold, device=args.device)
+
+
+def _cmd_ablation(args: argparse.Namespace) -> int:
+    from labkit.ablation import run_ablation
+    from labkit.workspace import prepare
+
+    quick = args.quick or quick_mode()
+    workspace = prepare(args.data, quick=quick, progress=not args.no_progress)
+    only = args.only.split(",") if args.only else None
+    json_path, plot_path = args.json, args.plot
+    if args.command == "demo":  # the main job leaves its table and chart beside the data
+        json_path = json_path or f"{workspace.folder}-ablation.json"
+        plot_path = plot_path or f"{workspace.folder}-ablation.png"
+    run_ablation(workspace, _ablation_settings(args, quick), only=only, json_path=json_path, plot_path=plot_path,
+                 progress=not args.no_progress)
+    return 0
+
+
+def _cmd_autotune(args: argparse.Namespace) -> int:
+    from labkit.autotune import autotune, write_json
+    from labkit.workspace import prepare
+
+    workspace = prepare(args.data, quick=args.quick or quick_mode(), progress=not args.no_progress)
+    result = autotune(workspace.pack, workspace.decoded_pack, batch_size=args.batch, max_workers=args.workers)
+    print(result)
+    if args.json:
+        write_json(result, args.json)
+        print(f"wrote {args.json}")
     return 0
 
 
@@ -137,13 +165,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("pack")
     p.set_defaults(func=_cmd_verify)
 
-    p = sub.add_parser("demo", parents=[common], help="make, pack, verify, then measure images/s per storage x decoder")
-    p.add_argument("--data", default="data/photos", help="ImageFolder to use; made here if missing")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--runs", type=int, default=3, help="measured epochs per combination (median)")
-    p.add_argument("--json", default=None, help="also write the results to this JSON file")
-    p.add_argument("--quick", action="store_true", help="256 images (also: LABKIT_QUICK=1)")
-    p.set_defaults(func=_cmd_demo)
+    measuring = argparse.ArgumentParser(add_help=False)
+    measuring.add_argument("--data", default="data/photos", help="ImageFolder to use; photo-like data made if missing")
+    measuring.add_argument("--batch", type=int, default=64)
+    measuring.add_argument("--json", default=None, help="also write the results to this JSON file")
+    measuring.add_argument("--quick", action="store_true", help="256 images, short runs (also: LABKIT_QUICK=1)")
+    for name, what in (("ablation", "the seed's four versions and the ones beyond, measured here"),
+                       ("demo", "the main job: make, pack and verify the data, then the ablation")):
+        p = sub.add_parser(name, parents=[common, measuring], help=what)
+        p.add_argument("--runs", type=int, default=3, help="measured runs per version (median)")
+        p.add_argument("--steps", type=int, default=None, help="batches per run (default 20; 3 in quick mode)")
+        p.add_argument("--model", action="store_true", help="add a training step (small CNN on CPU, ResNet-50 on GPU)")
+        p.add_argument("--cold", action="store_true", help="drop the data's page cache before each version")
+        p.add_argument("--only", default=None, help="comma-separated version ids, e.g. v1,v5,v6")
+        p.add_argument("--plot", default=None, help="write a bar chart PNG here")
+        p.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
+        p.set_defaults(func=_cmd_ablation)
+
+    p = sub.add_parser("autotune", parents=[common, measuring],
+                       help="pick num_workers, prefetch_factor and decoder by measuring, under a memory budget")
+    p.set_defaults(func=_cmd_autotune)
 
     p = sub.add_parser("doctor", help="check a loader configuration against this machine (/dev/shm, CPUs, threads)")
     p.add_argument("--workers", type=int, default=None, help="num_workers per rank (default 4)")

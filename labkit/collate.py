@@ -53,6 +53,11 @@ def stack_samples(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
     return default_collate([s[0] for s in batch]), torch.tensor([int(s[1]) for s in batch], dtype=torch.int64)
 
 
+def list_collate(batch: Sequence[Tuple[Any, int]]) -> Tuple[List[Any], torch.Tensor]:
+    """(item, label) samples of varying sizes (encoded files, say) → (list of items, int64 labels)."""
+    return [sample[0] for sample in batch], torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64)
+
+
 def detection_collate(batch: Sequence[Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
                       ) -> Tuple[List[torch.Tensor], List[Dict[str, torch.Tensor]]]:
     """(image, {"boxes": N×4, "labels": N}) samples → (list of images, list of targets).
@@ -141,8 +146,11 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode
     perm = torch.randperm(len(images), generator=generator).to(images.device)
     targets = one_hot(labels, num_classes).to(images.device)
     if mode == "mixup":
-        mixed = images.float() * lam + images[perm].float() * (1 - lam)
-        mixed = mixed.round().clamp(0, 255).to(images.dtype) if not images.is_floating_point() else mixed.to(images.dtype)
+        work = images.to(torch.float32) if not images.is_floating_point() else images
+        partner = work.index_select(0, perm)
+        mixed = (work.mul_(lam) if work is not images else work.mul(lam)).add_(partner, alpha=1 - lam)
+        if not images.is_floating_point():
+            mixed = mixed.round_().clamp_(0, 255).to(images.dtype)
     else:
         h, w = images.shape[-2:]
         cut_h, cut_w = int(h * math.sqrt(1 - lam)), int(w * math.sqrt(1 - lam))
@@ -150,7 +158,7 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode
         y0, y1 = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, h)
         x0, x1 = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, w)
         mixed = images.clone()
-        mixed[..., y0:y1, x0:x1] = images[perm][..., y0:y1, x0:x1]
+        mixed[..., y0:y1, x0:x1] = images.index_select(0, perm)[..., y0:y1, x0:x1]
         lam = 1 - (y1 - y0) * (x1 - x0) / (h * w)
     return mixed, targets * lam + targets[perm] * (1 - lam)
 

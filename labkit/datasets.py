@@ -250,3 +250,31 @@ class DecodedArrayDataset(LabeledImageDataset):
 
     def __repr__(self) -> str:
         return f"DecodedArrayDataset({self.reader.path!r}, {len(self)} images of {self.reader.decoded_shape})"
+
+
+class EncodedPackDataset(LabeledImageDataset):
+    """The encoded files of a pack, undecoded, as uint8 byte tensors: for decoding on the GPU.
+
+    Workers only read; `labkit.decode.decode_jpeg_batch` decodes a whole batch on the device.
+    Collate with `labkit.collate.list_collate` (files differ in length).
+    """
+
+    def __init__(self, pack_path: PathLike, on_error: str = "raise", check_crc: bool = True) -> None:
+        super().__init__(None, on_error)
+        self.reader = PackReader(pack_path, check_crc=check_crc)
+        if self.reader.kind != "encoded":
+            raise ValueError(f"{self.reader.path}: holds decoded arrays, there is nothing left to decode")
+        self.classes = self.reader.classes
+        self.labels = self.reader.labels
+
+    def sample_path(self, index: int) -> str:
+        return f"{self.reader.path}:{self.reader.paths[index]}"
+
+    def read_raw(self, index: int) -> bytes:
+        return self.reader.read(index)
+
+    def decode_raw(self, raw: bytes) -> torch.Tensor:
+        return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+
+    def _storage_order(self, indices: List[int]) -> np.ndarray:
+        return self.reader.records["offset"][indices]

@@ -35,6 +35,7 @@ class LoaderPlan:
     bytes_per_value: int = 1  # uint8 images; 4 for float32
     ranks_per_node: int = 1
     pin_memory: bool = False
+    main_threads: Optional[int] = None  # the main process's torch threads; None: torch.get_num_threads()
 
     @property
     def batch_bytes(self) -> int:
@@ -165,6 +166,23 @@ def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
     return Finding("ok", "threads in workers", text)
 
 
+def main_thread_budget(workers: int, cpus: Optional[int] = None) -> int:
+    """torch threads for the main process: the cores the workers leave, at least one."""
+    return max(1, (usable_cpus() if cpus is None else cpus) - workers)
+
+
+def check_main_threads(plan: LoaderPlan, cpus: int) -> Finding:
+    threads = torch.get_num_threads() if plan.main_threads is None else plan.main_threads
+    budget = main_thread_budget(plan.workers, cpus)
+    text = f"the main process runs {threads} torch threads beside {plan.workers} busy workers on {cpus} CPUs"
+    if plan.workers and threads > budget:
+        return Finding("warn", "main-process threads", text + ": OpenMP threads spin while they wait and take the "
+                       "workers' cores (measured on a 2-core machine: two decoding processes with 2 torch threads "
+                       "each gave 122 images/s together, with 1 thread each 346)",
+                       f"torch.set_num_threads({budget})  # labkit.doctor.main_thread_budget(num_workers)")
+    return Finding("ok", "main-process threads", text)
+
+
 def check_start_method(threads: Sequence[str]) -> Finding:
     method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
     if method == "fork" and len(threads) > 1:
@@ -187,7 +205,7 @@ def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[Memor
     cuda = torch.cuda.is_available() if cuda is None else cuda
     threads = [t.name for t in threading.enumerate()] if threads is None else threads
     return [check_shared_memory(plan, facts), check_pinned_memory(plan, facts, cuda), check_cpus(plan, cpus),
-            check_worker_threads(plan, cpus), check_start_method(threads)]
+            check_worker_threads(plan, cpus), check_main_threads(plan, cpus), check_start_method(threads)]
 
 
 def format_findings(plan: LoaderPlan, findings: List[Finding]) -> str:

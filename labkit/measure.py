@@ -7,7 +7,7 @@ import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, List, Optional
 
 import torch
 
@@ -54,12 +54,15 @@ class Throughput:
         return asdict(self)
 
 
-def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1,
-                   max_batches: Optional[int] = None) -> Throughput:
+def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: Optional[int] = None,
+                   on_batch: Optional[Callable[[Any], None]] = None,
+                   warmup_batches: Optional[int] = None) -> Throughput:
     """Iterate ``loader`` ``warmup_runs + runs`` times (each at most ``max_batches`` batches).
 
     Warm-up passes absorb worker start-up and cold caches and are not counted; each measured
-    pass gives images/s, and every batch gives one step time (the wait between batches).
+    pass gives images/s, and every batch gives one step time: the wait for the batch plus
+    ``on_batch(batch)`` — a model step, or a memory sample — when one is given. Warm-up runs
+    stop after ``warmup_batches`` batches (default: as many as a measured run).
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -72,12 +75,15 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1,
         start = last = time.perf_counter()
         run_steps: List[float] = []
         for batch in loader:
+            if on_batch is not None:
+                on_batch(batch)
             now = time.perf_counter()
             run_steps.append(now - last)
             images += _batch_size(batch)
             batches += 1
             last = now
-            if max_batches is not None and batches >= max_batches:
+            limit = warmup_batches if (run < warmup_runs and warmup_batches is not None) else max_batches
+            if limit is not None and batches >= limit:
                 break
         elapsed = time.perf_counter() - start
         if batches == 0:

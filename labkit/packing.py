@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
+import torch
 
 from labkit.decode import MAX_PIXELS, DecodeError, decode_pil_reduced, get_decoder
 from labkit.folders import FolderIndex, scan_image_folder
@@ -44,6 +45,13 @@ class PackReport:
 
 
 _JobResult = Tuple[int, Optional[bytes], Optional[np.ndarray], Optional[str]]
+
+
+def _init_worker() -> None:
+    """One torch thread per pool process. A process forked from a parent that has run OpenMP
+    (any multi-threaded torch op) hangs in its first parallel region otherwise (GNU libgomp
+    is not fork-safe); DataLoader does the same for its workers."""
+    torch.set_num_threads(1)
 
 
 def _prepare(job: Tuple[str, str, int, Optional[Tuple[int, int]], str, bool, int]) -> _JobResult:
@@ -92,7 +100,7 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
         else:
             import multiprocessing as mp
 
-            pool = mp.get_context().Pool(workers)
+            pool = mp.get_context().Pool(workers, initializer=_init_worker)
             results = pool.imap(_prepare, jobs, chunksize=8)
         with PackWriter(dst, index.classes, (3, *hw) if hw else None, alignment, meta) as writer:
             for i, data, array, error in results:

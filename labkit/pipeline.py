@@ -59,8 +59,17 @@ def _get(q: Any, stop: Any) -> Any:
     return _STOP
 
 
+def _single_threaded() -> None:
+    """Forked from a parent that ran OpenMP, a process hangs in its first torch parallel region
+    unless it stays single-threaded (GNU libgomp is not fork-safe)."""
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shape: Tuple[int, ...], dtype: Any,
                  stop: Any, tasks: Any, free: Any, ready: Any, results: Any) -> None:
+    _single_threaded()
     shm = _attach(name)
     ring = _ring(shm, slots, shape, dtype)
     try:
@@ -82,6 +91,7 @@ def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shap
 
 def _transform_loop(stage: Callable[[np.ndarray], Any], name: str, slots: int, shape: Tuple[int, ...], dtype: Any,
                     stop: Any, ready: Any, free: Any, results: Any) -> None:
+    _single_threaded()
     shm = _attach(name)
     ring = _ring(shm, slots, shape, dtype)
     try:

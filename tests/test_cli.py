@@ -49,19 +49,19 @@ def test_bad_input_exits_2_with_the_reason(tmp_path, capsys):
         main(["data", "--size", "big"])
 
 
-def test_demo_prints_the_table_and_writes_json(photos, tmp_path, capsys):
+@pytest.mark.timeout(60)
+def test_demo_makes_packs_verifies_and_runs_the_ablation(photos, tmp_path, capsys):
     import shutil
 
     data = str(tmp_path / "photos")
     shutil.copytree(photos, data)
-    out = str(tmp_path / "demo.json")
-    assert main(["demo", "--data", data, "--workers", "0", "--runs", "1", "--batch", "8", "--json", out,
-                 "--no-progress"]) == 0
+    assert main(["demo", "--data", data, "--workers", "1", "--runs", "1", "--steps", "1", "--batch", "8",
+                 "--only", "v1,v6", "--device", "cpu", "--no-progress"]) == 0
     text = capsys.readouterr().out
-    assert "images/s" in text and "decoded pack" in text
-    result = json.load(open(out))
-    assert result["machine"]["cpu_count"] >= 1 and len(result["rows"]) == 7
-    assert all(row["images_per_s"] > 0 for row in result["rows"])
+    assert "[verify] OK" in text and "images/s" in text and "v6" in text
+    result = json.load(open(f"{data}-ablation.json"))
+    assert [v["id"] for v in result["versions"]] == ["v1", "v6"]
+    assert open(f"{data}-ablation.png", "rb").read(4) == b"\x89PNG"
 
 
 def test_console_script_and_module_entry_point():

@@ -156,3 +156,16 @@ def test_worker_memory_python_list_grows_numpy_storage_does_not():
     list_growth, table_growth = list_after[-1] - list_before, table_after[-1] - table_before
     assert list_growth - table_growth > 15 * 2**20
     assert max(table_after) - min(table_after) < 4 * 2**20  # and numpy storage stays flat epoch after epoch
+
+
+def test_encoded_pack_dataset_hands_out_the_file_bytes(photos, encoded_pack):
+    from labkit.collate import list_collate
+    from labkit.datasets import EncodedPackDataset
+
+    ds = EncodedPackDataset(encoded_pack)
+    blob, label = ds[3]
+    assert blob.dtype == torch.uint8
+    assert bytes(blob.numpy()) == open(os.path.join(photos, ds.reader.paths[3]), "rb").read()
+    blobs, labels = list_collate(ds.__getitems__([0, 1, 2]))
+    assert len(blobs) == 3 and labels.tolist() == ds.labels[:3].tolist()
+    assert torch.equal(decode(bytes(blob.numpy()), OUT, "pil"), PackedDataset(encoded_pack, "pil", OUT)[3][0])

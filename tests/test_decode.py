@@ -126,3 +126,22 @@ def test_sizes_and_psnr_helpers():
         target_hw((1, 2, 3))
     a = torch.zeros(3, 4, 4, dtype=torch.uint8)
     assert psnr(a, a) == float("inf") and psnr(a, a + 255) == pytest.approx(0.0)
+
+
+def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():
+    from labkit.decode import decode_jpeg_batch
+
+    blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(3)]
+    batch = decode_jpeg_batch(blobs, 64, device="cpu")
+    assert batch.shape == (3, 3, 64, 64) and batch.dtype == torch.uint8
+    assert torch.equal(batch[1], decode(_photo(index=1), 64, "torchvision"))
+
+
+@pytest.mark.cuda
+def test_batched_jpeg_decode_on_cuda_is_close_to_cpu():
+    from labkit.decode import decode_jpeg_batch
+
+    blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(4)]
+    on_gpu = decode_jpeg_batch(blobs, 256, device="cuda").cpu()
+    on_cpu = decode_jpeg_batch(blobs, 256, device="cpu")
+    assert all(psnr(a, b) >= 30 for a, b in zip(on_gpu, on_cpu))

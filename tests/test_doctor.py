@@ -78,3 +78,9 @@ def test_cli_prints_findings_and_exits_0(capsys):
     assert main(["doctor", "--workers", "8", "--prefetch", "4", "--batch", "64", "--image", "3x256x256"]) == 0
     out = capsys.readouterr().out
     assert "shared memory" in out and "CPUs" in out and "fail," in out
+
+
+def test_main_process_threads_beside_busy_workers():
+    finding = _levels(LoaderPlan(workers=2, main_threads=2), cpus=2)["main-process threads"]
+    assert finding.level == "warn" and "torch.set_num_threads(1)" in finding.fix
+    assert _levels(LoaderPlan(workers=2, main_threads=2), cpus=8)["main-process threads"].level == "ok"

@@ -23,3 +23,12 @@ def test_machine_description_names_cores_and_device():
     info = machine_info()
     assert info["cpu_count"] >= 1 and info["torch"] == torch.__version__
     assert f"{info['cpu_count']} CPUs" in describe_machine(info)
+
+
+def test_on_batch_runs_for_every_batch_and_counts_in_the_step():
+    import time
+
+    seen = []
+    batches = [(torch.zeros(2, 1), torch.zeros(2))] * 3
+    result = measure_loader(batches, runs=2, warmup_runs=1, on_batch=lambda b: (seen.append(1), time.sleep(0.01)))
+    assert len(seen) == 9 and result.step_s >= 0.01

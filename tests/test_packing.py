@@ -1,6 +1,7 @@
 import os
 
 import pytest
+import torch
 
 from labkit.packfile import PackReader
 from labkit.packing import pack_folder
@@ -39,3 +40,20 @@ def test_bad_decoder_name_fails_before_work(photos, tmp_path):
     with pytest.raises(ValueError, match="unknown decoder"):
         pack_folder(photos, str(tmp_path / "x.pack"), decoded_size=8, decoder="nope", progress=False)
     assert not os.path.exists(tmp_path / "x.pack")
+
+
+@pytest.mark.timeout(60)
+def test_pool_after_openmp_in_the_parent_does_not_hang(photos, tmp_path):
+    # The parent first does what the seed's baseline does: decode and normalise 256x256 images
+    # in-process. Its OpenMP threads then exist, and a forked pool worker that runs a parallel
+    # torch op would wait for them forever (GNU libgomp is not fork-safe).
+    from torch.utils.data import DataLoader
+
+    from labkit.transfer import normalize_uint8
+
+    pack_folder(photos, str(tmp_path / "first.pack"), decoded_size=16, workers=2, progress=False)
+    batch = next(iter(DataLoader([(normalize_uint8(torch.zeros(3, 256, 256, dtype=torch.uint8)), 0)] * 8,
+                                 batch_size=8)))
+    assert batch[0].shape == (8, 3, 256, 256)
+    report = pack_folder(photos, str(tmp_path / "second.pack"), decoded_size=256, workers=2, progress=False)
+    assert report.count == 24

@@ -1,0 +1,400 @@
+"""The seed's four-version ablation (section 5) on this machine, and the versions beyond it.
+
+v1–v4 follow the seed's code paths (files + PIL + Resize/ToTensor/Normalize in the worker,
+then workers and pinning, then an mmap'd pack, then prefetch_factor=4 and MixUp in
+collate); v5–v8 follow this kit's rules (uint8 across processes, normalise and mix on the
+device, decode less or not at all, let the autotuner choose, decode on the GPU). Every
+version ends with the same thing — a normalised float batch (MixUp'd from v4 on) on the
+device — so their step times compare like for like. One run, one table, one plot; the
+seed's own numbers stand beside ours, and where its claims do not hold here, the notes say
+so with the numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, RandomSampler
+
+from labkit.autotune import NO_DECODE, Config, autotune
+from labkit.collate import MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
+from labkit.datasets import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
+                             PackedDataset)
+from labkit.decode import DECODERS, decode, decode_jpeg_batch
+from labkit.measure import describe_machine, machine_info, measure_loader
+from labkit.pagecache import evict
+from labkit.procmem import tree_cpu_seconds, tree_rss_bytes
+from labkit.samplers import BlockShuffleSampler
+from labkit.settings import usable_cpus
+from labkit.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
+from labkit.workspace import OUTPUT_SIZE, Workspace
+
+SEED_BATCH = 64
+SEED_MACHINE = "the seed's run: 8-core CPU, one consumer GPU, SSD, 20,000 photos of about 200 KB"
+
+
+@dataclass(frozen=True)
+class Version:
+    id: str
+    name: str
+    storage: str  # "folder", "pack", "decoded", "bytes" (encoded files for the GPU), or "tuned"
+    decoder: str  # a labkit decoder, "fastest", "none", "gpu" or "tuned"
+    workers: bool
+    prefetch: Optional[int]  # None: DataLoader's default (2)
+    normalize_in_workers: bool
+    mix: str  # "none", "collate" (float MixUp in the workers) or "device"
+    sampler: str = "random"  # or "block"
+    seed_step_s: Optional[float] = None
+    cuda_only: bool = False
+
+
+VERSIONS: Tuple[Version, ...] = (
+    Version("v1", "files, PIL, Resize+ToTensor+Normalize, num_workers=0", "folder", "pil", False, None, True,
+            "none", seed_step_s=0.58),
+    Version("v2", "+ workers, pin_memory, persistent_workers", "folder", "pil", True, None, True, "none",
+            seed_step_s=0.35),
+    Version("v3", "+ one packed file read through mmap", "pack", "pil", True, None, True, "none", seed_step_s=0.26),
+    Version("v4", "+ prefetch_factor=4, MixUp in collate", "pack", "pil", True, 4, True, "collate", seed_step_s=0.21),
+    Version("v5", "+ fastest decoder, uint8 across processes, normalise+MixUp on device", "pack", "fastest", True,
+            4, False, "device"),
+    Version("v6", "+ pre-decoded uint8 pack, block shuffle, batched reads", "decoded", "none", True, 4, False,
+            "device", sampler="block"),
+    Version("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device"),
+    Version("v8", "GPU JPEG decode (nvJPEG), whole batch at once", "bytes", "gpu", True, 4, False, "device",
+            cuda_only=True),
+)
+
+
+class NormalizeInWorker:
+    """The seed's ToTensor + Normalize, run inside ``__getitem__`` (v1–v4): float32 crosses processes."""
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        return normalize_uint8(image)
+
+
+@dataclass
+class Settings:
+    batch_size: int = SEED_BATCH
+    workers: Optional[int] = None  # None: every usable CPU
+    runs: int = 3
+    steps: int = 20  # batches per measured run (at most one epoch)
+    model: bool = False
+    cold: bool = False
+    seed: int = 0
+    device: str = ""  # "": cuda when available, else cpu
+
+    def resolved_device(self) -> torch.device:
+        return torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+    def resolved_workers(self) -> int:
+        return usable_cpus() if self.workers is None else self.workers
+
+
+@dataclass
+class Result:
+    id: str
+    name: str
+    images_per_s: float
+    step_s: float
+    runs_images_per_s: List[float]
+    cpu_util: float
+    rss_mb: float
+    gpu_busy: Optional[float]
+    seed_step_s: Optional[float]
+    loader: Dict[str, Any] = field(default_factory=dict)
+    speedup_vs_v1: float = 1.0
+
+
+def fastest_decoder(ws: Workspace, samples: int = 16) -> Tuple[str, Dict[str, float]]:
+    """Time each decoder on the same files in this process; the fastest is v5's."""
+    reader = PackedDataset(ws.pack).reader
+    blobs = [reader.read(i) for i in range(min(samples, len(reader)))]
+    times = {}
+    for name in DECODERS:
+        decode(blobs[0], OUTPUT_SIZE, name)  # first call pays imports
+        t0 = time.perf_counter()
+        for blob in blobs:
+            decode(blob, OUTPUT_SIZE, name)
+        times[name] = (time.perf_counter() - t0) / len(blobs)
+    return min(times, key=times.get), times
+
+
+def _dataset(version: Version, ws: Workspace, decoder: str) -> LabeledImageDataset:
+    transform = NormalizeInWorker() if version.normalize_in_workers else None
+    if version.storage == "folder":
+        return ImageFolderDataset(ws.folder, decoder, OUTPUT_SIZE, transform=transform)
+    if version.storage == "pack":
+        return PackedDataset(ws.pack, decoder, OUTPUT_SIZE, transform=transform)
+    if version.storage == "decoded":
+        return DecodedArrayDataset(ws.decoded_pack)
+    return EncodedPackDataset(ws.pack)
+
+
+def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: str,
+                 tuned: Optional[Config] = None) -> Tuple[DataLoader, Dict[str, Any]]:
+    """The DataLoader a version describes; also returns its settings, for the JSON report."""
+    cuda = settings.resolved_device().type == "cuda"
+    storage = version.storage
+    if tuned is not None:
+        storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
+        decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
+        version = Version(version.id, version.name, storage, decoder, True, tuned.prefetch, False, "device")
+    dataset = _dataset(version, ws, decoder)
+    workers = (tuned.workers if tuned else settings.resolved_workers()) if version.workers else 0
+    if version.sampler == "block":
+        sampler = BlockShuffleSampler(len(dataset), block_size=max(settings.batch_size, len(dataset) // 16),
+                                      window=4, seed=settings.seed)
+    else:
+        sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(settings.seed))
+    if version.mix == "collate":
+        collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples)
+    elif version.storage == "bytes":
+        collate = list_collate
+    else:
+        collate = stack_samples if version.normalize_in_workers else stack_uint8
+    options: Dict[str, Any] = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=workers,
+                                   collate_fn=collate, pin_memory=cuda and version.workers)
+    if workers:
+        options["persistent_workers"] = True
+        if version.prefetch:
+            options["prefetch_factor"] = version.prefetch
+    described = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
+                 "pin_memory": options["pin_memory"], "persistent_workers": bool(workers),
+                 "prefetch_factor": options.get("prefetch_factor", 2 if workers else None),
+                 "collate": getattr(collate, "__name__", type(collate).__name__), "sampler": type(sampler).__name__,
+                 "normalize": "in workers" if version.normalize_in_workers else "on device",
+                 "mix": version.mix,
+                 "main_threads": tuned.main_threads if tuned and tuned.main_threads else torch.get_num_threads()}
+    return DataLoader(dataset, **options), described
+
+
+def _gpu_decoded(loader: Iterable, device: torch.device, mix: Callable) -> Iterator[Any]:
+    for blobs, labels in loader:
+        images = normalize_uint8(decode_jpeg_batch(blobs, OUTPUT_SIZE, device=device))
+        yield mix(images, labels.to(device, non_blocking=True))
+
+
+def device_batches(version: Version, loader: DataLoader, settings: Settings, classes: int) -> Iterable:
+    """The loader followed by the device stage: copy, normalise and mix where the version says."""
+    device = settings.resolved_device()
+    generator = torch.Generator().manual_seed(settings.seed)
+    mix = functools.partial(mix_batch, num_classes=classes, generator=generator) if version.mix == "device" else None
+    if version.storage == "bytes":
+        return _gpu_decoded(loader, device, mix or (lambda images, labels: (images, labels)))
+    normalize = None if version.normalize_in_workers else (IMAGENET_MEAN, IMAGENET_STD)
+    return DevicePrefetcher(loader, device, normalize=normalize, mix=mix)
+
+
+def model_step(device: torch.device, classes: int) -> Callable[[Any], None]:
+    """One training step: a small CNN on a CPU, ResNet-50 on a GPU (weights random: speed only)."""
+    if device.type == "cuda":
+        from torchvision.models import resnet50
+
+        model: nn.Module = resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
+    else:
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
+                              nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+                              nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(batch: Any) -> None:
+        images, targets = batch[0].to(device), batch[1].to(device)
+        loss = nn.functional.cross_entropy(model(images), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def measure_version(version: Version, ws: Workspace, settings: Settings, decoder: str,
+                    tuned: Optional[Config] = None, step: Optional[Callable[[Any], None]] = None) -> Result:
+    """Build, warm up and time one version: images/s and step time (medians), CPU use, peak RSS, GPU busy."""
+    device = settings.resolved_device()
+    if settings.cold:
+        evict([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
+    loader, described = build_loader(version, ws, settings, decoder, tuned)
+    batches = device_batches(version, loader, settings, len(ws.classes))
+    threads_before = torch.get_num_threads()
+    torch.set_num_threads(described["main_threads"])
+    peak = [tree_rss_bytes()]
+    busy = [0.0]
+
+    def on_batch(batch: Any) -> None:
+        if step is not None:
+            t0 = time.perf_counter()
+            step(batch)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            busy[0] += time.perf_counter() - t0
+        elif device.type == "cuda":
+            torch.cuda.synchronize(device)
+        peak[0] = max(peak[0], tree_rss_bytes())
+
+    steps = min(settings.steps, max(1, len(loader)))
+    cpu0, wall0 = tree_cpu_seconds(), time.perf_counter()
+    try:
+        result = measure_loader(batches, runs=settings.runs, warmup_runs=1, max_batches=steps, on_batch=on_batch,
+                                warmup_batches=None if version.workers else 1)
+    finally:
+        torch.set_num_threads(threads_before)
+    wall = time.perf_counter() - wall0
+    cpu_util = (tree_cpu_seconds() - cpu0) / (wall * usable_cpus())
+    del batches, loader
+    gpu_busy = busy[0] / wall if (device.type == "cuda" and step is not None) else None
+    return Result(version.id, version.name, result.images_per_s, result.step_s, result.runs_images_per_s,
+                  cpu_util, peak[0] / 2**20, gpu_busy, version.seed_step_s, described)
+
+
+def _folder_files(ws: Workspace) -> List[str]:
+    from labkit.folders import scan_image_folder
+
+    return list(scan_image_folder(ws.folder).relpaths)
+
+
+def device_stage_ms(settings: Settings, classes: int, repeats: int = 3) -> float:
+    """What normalising and mixing one uint8 batch costs on the device: free-ish on a GPU, not on a CPU."""
+    device = settings.resolved_device()
+    images = torch.randint(0, 256, (settings.batch_size, 3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8,
+                           device=device)
+    labels = torch.arange(settings.batch_size, device=device) % classes
+    times = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        mix_batch(normalize_uint8(images), labels, classes)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return sorted(times[1:])[len(times[1:]) // 2] * 1000
+
+
+def seed_notes(results: List[Result]) -> List[str]:
+    """Each claim of the seed's table — every version faster than the one before — checked here."""
+    by_id = {r.id: r for r in results}
+    notes = []
+    for before, after in (("v1", "v2"), ("v2", "v3"), ("v3", "v4")):
+        if before not in by_id or after not in by_id:
+            continue
+        a, b = by_id[before], by_id[after]
+        seed_gain = a.seed_step_s / b.seed_step_s  # type: ignore[operator]
+        ours = b.images_per_s / a.images_per_s
+        verdict = "holds here" if ours >= 1.05 else "does NOT hold here"
+        notes.append(f"{after} vs {before}: the seed measured {seed_gain:.2f}x faster; here {ours:.2f}x "
+                     f"({a.step_s:.3f} s -> {b.step_s:.3f} s per step): {verdict}")
+    return notes
+
+
+def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str, Any], header: str,
+                 notes: List[str]) -> str:
+    lines = [f"Machine: {describe_machine(info)}", header, "",
+             f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs v1':>8}{'seed s':>8}{'seed x':>8}"
+             f"{'CPU %':>7}{'RSS MB':>8}"]
+    lines.append("-" * len(lines[-1]))
+    seed_v1 = VERSIONS[0].seed_step_s
+    for r in results:
+        seed = f"{r.seed_step_s:>8.2f}{seed_v1 / r.seed_step_s:>7.2f}x" if r.seed_step_s else f"{'':>16}"
+        lines.append(f"{r.id:<4}{r.name[:63]:<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
+                     f"{seed}{r.cpu_util * 100:>7.0f}{r.rss_mb:>8.0f}")
+    for vid, why in skipped.items():
+        lines.append(f"{vid:<4}not run: {why}")
+    lines.append("")
+    lines.append(f"seed s / seed x: {SEED_MACHINE}.")
+    lines.extend(f"note: {n}" for n in notes)
+    return "\n".join(lines)
+
+
+def plot(results: List[Result], path: str, title: str) -> None:
+    """Bar chart of images/s per version (log scale), the seed's v1–v4 beside ours."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    xs = range(len(results))
+    ax.bar([x - 0.2 for x in xs], [r.images_per_s for r in results], width=0.4, label="here", color="tab:blue")
+    seed = [(x, SEED_BATCH / r.seed_step_s) for x, r in zip(xs, results) if r.seed_step_s]
+    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], width=0.4, label="seed article", color="tab:gray")
+    for x, r in zip(xs, results):
+        ax.annotate(f"{r.speedup_vs_v1:.1f}x", (x - 0.2, r.images_per_s), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs), [r.id for r in results])
+    ax.set_yscale("log")
+    ax.set_ylabel("images/s (log scale)")
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = None,
+                 json_path: Optional[str] = None, plot_path: Optional[str] = None,
+                 progress: bool = True) -> Dict[str, Any]:
+    """Measure every version that applies here, print the table, write JSON and plot if asked."""
+    device = settings.resolved_device()
+    info = machine_info()
+    fastest, decode_times = fastest_decoder(ws)
+    step = model_step(device, len(ws.classes)) if settings.model else None
+    results: List[Result] = []
+    skipped: Dict[str, str] = {}
+    tuned: Optional[Config] = None
+    tuned_note = ""
+    for version in VERSIONS:
+        if only and version.id not in only:
+            continue
+        if version.cuda_only and device.type != "cuda":
+            skipped[version.id] = "needs a CUDA device"
+            continue
+        if version.decoder == "tuned":
+            tune = autotune(ws.pack, ws.decoded_pack, batch_size=settings.batch_size, size=OUTPUT_SIZE,
+                            max_workers=max(2, usable_cpus()), batches=2, runs=1, decoders=[fastest])
+            tuned = tune.best
+            tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {tuned.decoder}, "
+                          f"{tuned.workers} workers, prefetch_factor {tuned.prefetch}, main threads "
+                          f"{tuned.main_threads or 'default'}")
+            if progress:
+                print(f"  {tuned_note}")
+        decoder = fastest if version.decoder == "fastest" else version.decoder
+        result = measure_version(version, ws, settings, decoder, tuned if version.decoder == "tuned" else None, step)
+        results.append(result)
+        if progress:
+            print(f"  {result.id}: {result.images_per_s:8.1f} images/s, step {result.step_s:.3f} s", flush=True)
+    base = next((r.images_per_s for r in results if r.id == "v1"), results[0].images_per_s if results else 1.0)
+    for r in results:
+        r.speedup_vs_v1 = r.images_per_s / base
+    notes = seed_notes(results) + ([tuned_note] if tuned_note else [])
+    notes.append("decoders timed on one core here (ms/image): " +
+                 ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items()) + f"; v5 uses {fastest}")
+    stage = device_stage_ms(settings, len(ws.classes))
+    notes.append(f"device stage (normalise + MixUp of one uint8 batch on {device}): {stage:.1f} ms, which alone "
+                 f"caps v5-v7 at {settings.batch_size / stage * 1000:.0f} images/s here"
+                 + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else ""))
+    notes.append("cold run: page cache dropped before each version (posix_fadvise)" if settings.cold else
+                 "warm run: files stay in the page cache between versions (--cold drops them)")
+    mode = "with a model step" if settings.model else "data only (as the seed)"
+    header = (f"Data: {ws.count} images from {ws.folder} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "
+              f"{settings.batch_size}, {settings.resolved_workers()} workers, {mode}, device {device}; median of "
+              f"{settings.runs} runs of {settings.steps} steps after a warm-up run")
+    print()
+    print(format_table(results, skipped, info, header, notes))
+    report = {"machine": info, "settings": {**asdict(settings), "device": str(device), "images": ws.count,
+                                            "folder": ws.folder, "fastest_decoder": fastest},
+              "versions": [asdict(r) for r in results], "skipped": skipped, "notes": notes,
+              "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}}}
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {json_path}")
+    if plot_path and results:
+        plot(results, plot_path, f"{describe_machine(info)} — {mode}")
+        print(f"wrote {plot_path}")
+    return report
+

@@ -1,0 +1,115 @@
+import json
+import shutil
+
+import pytest
+import torch
+from torch.utils.data import RandomSampler
+
+from labkit.ablation import (VERSIONS, NormalizeInWorker, Result, Settings, build_loader, device_batches,
+                             format_table, run_ablation, seed_notes)
+from labkit.autotune import NO_DECODE, Config
+from labkit.collate import MixCollate, list_collate, stack_samples, stack_uint8
+from labkit.datasets import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
+from labkit.samplers import BlockShuffleSampler
+from labkit.transfer import DevicePrefetcher
+from labkit.workspace import prepare
+
+V = {v.id: v for v in VERSIONS}
+
+
+@pytest.fixture(scope="module")
+def ws(photos, tmp_path_factory):
+    folder = str(tmp_path_factory.mktemp("ablation") / "photos")
+    shutil.copytree(photos, folder)
+    return prepare(folder, size=256, progress=False)
+
+
+def _build(vid, ws, decoder=None, tuned=None, workers=2):
+    settings = Settings(batch_size=8, workers=workers, device="cpu")
+    return build_loader(V[vid], ws, settings, decoder or V[vid].decoder, tuned)
+
+
+def test_v1_is_the_seed_baseline(ws):
+    loader, described = _build("v1", ws)
+    assert isinstance(loader.dataset, ImageFolderDataset) and loader.dataset.decoder == "pil"
+    assert isinstance(loader.dataset.transform, NormalizeInWorker) and loader.collate_fn is stack_samples
+    assert loader.num_workers == 0 and not loader.pin_memory and isinstance(loader.sampler, RandomSampler)
+    images, labels = next(iter(loader))
+    assert images.dtype == torch.float32 and images.shape == (8, 3, 256, 256)
+
+
+def test_v2_adds_workers_persistence_and_pinning_only_with_cuda(ws):
+    loader, _ = _build("v2", ws)
+    assert isinstance(loader.dataset, ImageFolderDataset)
+    assert loader.num_workers == 2 and loader.persistent_workers and loader.prefetch_factor == 2
+    assert loader.pin_memory is False  # the device is the CPU here: pinning would only cost
+
+
+def test_v3_reads_the_pack_and_v4_prefetches_deeper_and_mixes_float_in_collate(ws):
+    v3, _ = _build("v3", ws)
+    assert isinstance(v3.dataset, PackedDataset) and v3.dataset.decoder == "pil"
+    v4, described = _build("v4", ws)
+    assert v4.prefetch_factor == 4 and isinstance(v4.collate_fn, MixCollate)
+    assert v4.collate_fn.stack is stack_samples and described["mix"] == "collate"
+    images, soft = next(iter(v4))
+    assert images.dtype == torch.float32 and soft.shape == (8, len(ws.classes))
+
+
+def test_v5_keeps_uint8_across_processes_and_normalises_and_mixes_on_the_device(ws):
+    loader, described = _build("v5", ws, decoder="pil-reduced")
+    assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "pil-reduced"
+    assert loader.dataset.transform is None and loader.collate_fn is stack_uint8 and loader.prefetch_factor == 4
+    images, labels = next(iter(loader))
+    assert images.dtype == torch.uint8
+    batches = device_batches(V["v5"], loader, Settings(batch_size=8, device="cpu"), len(ws.classes))
+    assert isinstance(batches, DevicePrefetcher) and batches.mix is not None
+    images, soft = next(iter(batches))
+    assert images.dtype == torch.float32 and soft.shape == (8, len(ws.classes))
+    assert described["normalize"] == "on device"
+
+
+def test_v6_reads_decoded_arrays_in_block_order_with_batched_reads(ws):
+    loader, _ = _build("v6", ws)
+    assert isinstance(loader.dataset, DecodedArrayDataset) and isinstance(loader.sampler, BlockShuffleSampler)
+    assert hasattr(loader.dataset, "__getitems__") and loader.collate_fn is stack_uint8
+
+
+def test_v7_takes_the_autotuners_choice(ws):
+    loader, described = _build("v7", ws, tuned=Config(NO_DECODE, 1, 4, main_threads=1))
+    assert isinstance(loader.dataset, DecodedArrayDataset) and loader.num_workers == 1
+    assert loader.prefetch_factor == 4 and described["main_threads"] == 1
+    loader, _ = _build("v7", ws, tuned=Config("torchvision", 2, 2))
+    assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "torchvision"
+
+
+def test_v8_hands_encoded_files_to_the_gpu(ws):
+    assert V["v8"].cuda_only
+    loader, _ = _build("v8", ws)
+    assert isinstance(loader.dataset, EncodedPackDataset) and loader.collate_fn is list_collate
+
+
+def _result(vid, images_per_s, seed):
+    return Result(vid, vid, images_per_s, 64 / images_per_s, [images_per_s], 0.9, 100.0, None, seed)
+
+
+def test_seed_claims_are_checked_and_reported_with_numbers():
+    results = [_result("v1", 100, 0.58), _result("v2", 180, 0.35), _result("v3", 181, 0.26), _result("v4", 150, 0.21)]
+    notes = seed_notes(results)
+    assert "holds here" in notes[0] and "1.80x" in notes[0]
+    assert "does NOT hold here" in notes[1] and "does NOT hold here" in notes[2]
+    table = format_table(results, {"v8": "needs a CUDA device"}, {"cpu_count": 2, "cpu": "x", "device": "cpu",
+                                                                 "torch": "t", "torchvision": "tv"}, "header", notes)
+    assert "v8  not run: needs a CUDA device" in table and "0.58" in table
+
+
+@pytest.mark.timeout(60)
+def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
+    out, png = str(tmp_path / "a.json"), str(tmp_path / "a.png")
+    report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, device="cpu"),
+                          only=["v1", "v3", "v6"], json_path=out, plot_path=png, progress=False)
+    saved = json.load(open(out))
+    assert [v["id"] for v in saved["versions"]] == ["v1", "v3", "v6"] == [v["id"] for v in report["versions"]]
+    assert all(v["images_per_s"] > 0 and v["rss_mb"] > 0 for v in saved["versions"])
+    assert saved["machine"]["cpu_count"] >= 1 and saved["versions"][0]["seed_step_s"] == 0.58
+    assert open(png, "rb").read(4) == b"\x89PNG"
+    assert "v3 vs v2" not in capsys.readouterr().out  # no v2 measured: no claim checked against it

@@ -1,0 +1,70 @@
+import pytest
+
+from labkit.autotune import NO_DECODE, Budget, Config, autotune, search
+
+MB = 2**20
+BATCH = 64 * 3 * 256 * 256  # 12 MiB of uint8
+
+
+class CostModel:
+    """images/s = per-worker rate x min(workers, cores), prefetch 4 adds 3 %; RSS = 400 MB per worker."""
+
+    RATE = {"pil": 90.0, "pil-reduced": 150.0, "torchvision": 170.0, NO_DECODE: 1500.0}
+
+    def __init__(self, cores=4):
+        self.cores, self.calls = cores, []
+
+    def __call__(self, config: Config):
+        self.calls.append(config)
+        rate = self.RATE[config.decoder] * min(config.workers, self.cores) * (1.03 if config.prefetch == 4 else 1.0)
+        return rate, 400 * MB * (config.workers + 1)
+
+
+def test_picks_the_fastest_within_budget_and_stops_adding_workers_when_it_stops_paying():
+    model = CostModel(cores=4)
+    result = search(model, ["pil", "torchvision"], max_workers=8, budget=Budget(64 * 2**30, 8 * 2**30),
+                    batch_bytes=BATCH)
+    assert result.best == Config("torchvision", 4, 4)
+    assert max(c.workers for c in model.calls if c.decoder == "pil") == 5  # the 5th worker gained nothing: stop
+    assert "decision: decoder=torchvision, num_workers=4, prefetch_factor=4" in str(result)
+
+
+def test_ram_budget_caps_workers_whatever_the_speed():
+    model = CostModel(cores=8)
+    result = search(model, ["torchvision"], max_workers=8, budget=Budget(1800 * MB, 8 * 2**30), batch_bytes=BATCH)
+    assert result.best.workers == 3  # 3 workers + main = 1600 MB fits; 4 + main = 2000 MB does not
+    assert any("RAM budget" in t.verdict for t in result.trials)
+
+
+def test_shm_budget_skips_configs_before_running_them():
+    model = CostModel(cores=8)
+    result = search(model, [NO_DECODE], max_workers=8, budget=Budget(64 * 2**30, 60 * MB), batch_bytes=BATCH)
+    # 2 workers x prefetch 2 x 12 MiB = 48 MiB fits, 3 x 2 x 12 = 72 MiB does not; prefetch 4 on 2 workers = 96 MiB
+    assert result.best == Config(NO_DECODE, 2, 2)
+    assert all(c.workers * c.prefetch * BATCH <= 60 * MB for c in model.calls)
+    assert sum("shm budget" in t.verdict for t in result.trials) == 2
+
+
+def test_nothing_fits_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="budget"):
+        search(CostModel(), ["pil"], max_workers=2, budget=Budget(1, 1), batch_bytes=BATCH)
+
+
+@pytest.mark.timeout(60)
+def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
+    result = autotune(encoded_pack, decoded_pack, batch_size=8, size=32, max_workers=2, batches=2, runs=1,
+                      decoders=["pil-reduced"])
+    assert result.best.decoder in ("pil-reduced", NO_DECODE) and result.best_images_per_s > 0
+    assert all(t.peak_rss > 0 for t in result.trials if t.verdict != "skipped")
+    assert result.to_dict()["best"]["workers"] in (1, 2)
+
+
+def test_main_threads_are_tried_on_the_winner_only():
+    calls = []
+
+    def model(config):
+        calls.append(config)
+        return (200.0 if config.main_threads == 1 else 150.0) * min(config.workers, 2), 100 * MB
+
+    result = search(model, ["pil"], max_workers=4, budget=Budget(2**34, 2**34), batch_bytes=BATCH, main_threads=[1])
+    assert result.best.main_threads == 1 and sum(c.main_threads == 1 for c in calls) == 1
