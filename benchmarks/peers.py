@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""labkit's v5 and v6 against other loaders on the same images, same output, same workers.
+
+Peers, each used the way its documentation shows:
+* WebDataset — tar shards, ``.decode("pil")``, torchvision transforms in the workers;
+* MosaicML Streaming — MDS shards (jpeg column), ``StreamingDataset`` + transforms;
+* torchdata ``StatefulDataLoader`` — over the image folder, PIL + transforms in the workers.
+Every contender yields normalised float batches of 64 × 3 × 256 × 256, none of them mixed
+(labkit's versions run here without their MixUp, which the peers do not do). Runs alternate
+between contenders; the median of ``--runs`` is reported with the ratio to each peer.
+Needs the peers extra: ``pip install -e ".[peers]"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import io
+import json
+import os
+import shutil
+import statistics
+import tarfile
+import time
+from typing import Any, Callable, Dict, List
+
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+from torchvision import transforms
+
+from labkit.ablation import VERSIONS, Settings, device_batches, build_loader
+from labkit.measure import describe_machine, machine_info
+from labkit.settings import quick_mode, usable_cpus
+from labkit.transfer import IMAGENET_MEAN, IMAGENET_STD
+from labkit.workspace import OUTPUT_SIZE, prepare
+
+TRANSFORM = transforms.Compose([transforms.Resize((OUTPUT_SIZE, OUTPUT_SIZE)), transforms.ToTensor(),
+                                transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+
+
+def _samples(folder: str) -> List[tuple]:
+    from labkit.folders import scan_image_folder
+
+    index = scan_image_folder(folder)
+    return [(index.abspath(i), int(index.labels[i])) for i in range(len(index))]
+
+
+def write_tar_shards(folder: str, out: str, shards_wanted: int) -> List[str]:
+    """WebDataset tar shards: ``shards_wanted`` of them, so every worker gets some."""
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    os.makedirs(out)
+    samples, shards = _samples(folder), []
+    per_shard = -(-len(samples) // shards_wanted)
+    for s in range(0, len(samples), per_shard):
+        path = os.path.join(out, f"shard-{s // per_shard:05d}.tar")
+        with tarfile.open(path, "w") as tar:
+            for k, (file, label) in enumerate(samples[s : s + per_shard]):
+                key = f"{s + k:08d}"
+                for name, data in ((f"{key}.jpg", open(file, "rb").read()), (f"{key}.cls", str(label).encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        shards.append(path)
+    return shards
+
+
+def write_mds(folder: str, out: str) -> None:
+    from streaming import MDSWriter
+
+    if os.path.isdir(out):
+        shutil.rmtree(out)
+    with MDSWriter(out=out, columns={"image": "jpeg", "label": "int"}) as writer:
+        for file, label in _samples(folder):
+            writer.write({"image": Image.open(file), "label": label})
+
+
+def webdataset_loader(shards: List[str], batch: int, workers: int) -> DataLoader:
+    import webdataset as wds
+
+    dataset = (wds.WebDataset(shards, shardshuffle=len(shards), nodesplitter=wds.split_by_node)
+               .shuffle(1000).decode("pil").to_tuple("jpg", "cls").map_tuple(TRANSFORM, int).batched(batch))
+    return wds.WebLoader(dataset, batch_size=None, num_workers=workers)
+
+
+class _MDSImages:
+    """Built lazily so that importing this file does not need the streaming package."""
+
+    @staticmethod
+    def build(local: str, batch: int) -> Any:
+        from streaming import StreamingDataset
+
+        class Images(StreamingDataset):
+            def __getitem__(self, i: int) -> tuple:
+                sample = super().__getitem__(i)
+                return TRANSFORM(sample["image"].convert("RGB")), sample["label"]
+
+        return Images(local=local, shuffle=True, batch_size=batch)
+
+
+def stateful_loader(folder: str, batch: int, workers: int) -> DataLoader:
+    from torchdata.stateful_dataloader import StatefulDataLoader
+    from torchvision.datasets import ImageFolder
+
+    return StatefulDataLoader(ImageFolder(folder, transform=TRANSFORM), batch_size=batch, shuffle=True,
+                              num_workers=workers, persistent_workers=True)
+
+
+def timed_run(make: Callable[[], Any], batches: int) -> float:
+    """images/s of one pass of ``batches`` batches after one warm-up batch."""
+    iterator = iter(make())
+    next(iterator)
+    images, t0 = 0, time.perf_counter()
+    for _ in range(batches):
+        try:
+            b = next(iterator)
+        except StopIteration:
+            break
+        images += len(b[0])
+    return images / (time.perf_counter() - t0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="data/photos")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    quick = quick_mode()
+    ws = prepare(args.data, quick=quick, progress=False)
+    workers, batch = usable_cpus(), 64
+    batches = 3 if quick else 15
+    shards = write_tar_shards(ws.folder, f"{ws.folder}-wds", shards_wanted=4 * workers)
+    write_mds(ws.folder, f"{ws.folder}-mds")
+    settings = Settings(batch_size=batch, workers=workers)
+    versions = {v.id: v for v in VERSIONS}
+
+    def labkit(vid: str, decoder: str) -> Callable[[], Any]:
+        version = dataclasses.replace(versions[vid], mix="none")  # the peers do not mix: neither do we here
+
+        def make() -> Any:
+            loader, _ = build_loader(version, ws, settings, decoder)
+            return device_batches(version, loader, settings, len(ws.classes))
+        return make
+
+    mds = _MDSImages.build(f"{ws.folder}-mds", batch)
+    contenders: Dict[str, Callable[[], Any]] = {
+        "webdataset": lambda: webdataset_loader(shards, batch, workers),
+        "mosaicml-streaming": lambda: DataLoader(mds, batch_size=batch, num_workers=workers),
+        "torchdata-stateful": lambda: stateful_loader(ws.folder, batch, workers),
+        "labkit v5": labkit("v5", "pil-reduced"),
+        "labkit v6": labkit("v6", "none"),
+    }
+    rates: Dict[str, List[float]] = {name: [] for name in contenders}
+    for _ in range(args.runs):
+        for name, make in contenders.items():
+            rates[name].append(timed_run(make, batches))
+    median = {k: statistics.median(v) for k, v in rates.items()}
+    info = machine_info()
+    print(f"Machine: {describe_machine(info)}")
+    print(f"{ws.count} images -> {OUTPUT_SIZE}x{OUTPUT_SIZE} normalised float, batch {batch}, {workers} workers, "
+          f"median of {args.runs} alternating runs of {batches} batches")
+    peers = [k for k in median if not k.startswith("labkit")]
+    best_peer = max(peers, key=median.get)
+    for name, value in median.items():
+        print(f"  {name:<22}{value:9.1f} images/s")
+    for ours in ("labkit v5", "labkit v6"):
+        print(f"  {ours} / best peer ({best_peer}): {median[ours] / median[best_peer]:.2f}x; " +
+              ", ".join(f"/ {p}: {median[ours] / median[p]:.2f}x" for p in peers))
+    out = args.json or os.path.join(os.path.dirname(__file__), "results",
+                                    f"peers_{info['cpu_count']}cpu{'_quick' if quick else ''}.json")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"machine": info, "images": ws.count, "workers": workers, "batch": batch, "batches": batches,
+                   "images_per_s": rates, "median_images_per_s": median, "best_peer": best_peer}, f, indent=1)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
