@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -47,6 +47,18 @@ def _sync(device: Optional[torch.device]) -> None:
 def _batch_len(batch: Any) -> int:
     first = batch[0] if isinstance(batch, (list, tuple)) else batch
     return len(first) if hasattr(first, "__len__") else 1
+
+
+def _timed(loader: Iterable) -> Iterator[Tuple[float, Any]]:
+    """Each batch of ``loader`` with the seconds the caller waited for it."""
+    batches = iter(loader)
+    while True:
+        t0 = time.perf_counter()
+        try:
+            batch = next(batches)
+        except StopIteration:
+            return
+        yield time.perf_counter() - t0, batch
 
 
 def verdict(data_share: float) -> str:
@@ -130,12 +142,8 @@ def profile_loader(loader: Iterable, steps: int = 20, model_step: Optional[Calla
     device = torch.device(device) if device is not None else None
     wait, transfer, compute = [], [], []
     images = 0
-    batches = iter(loader)
-    for k in range(warmup + steps):
-        t0 = time.perf_counter()
-        try:
-            batch = next(batches)
-        except StopIteration:
+    for k, (waited, batch) in enumerate(_timed(loader)):
+        if k >= warmup + steps:
             break
         t1 = time.perf_counter()
         if device is not None:
@@ -147,7 +155,7 @@ def profile_loader(loader: Iterable, steps: int = 20, model_step: Optional[Calla
             _sync(device)
         t3 = time.perf_counter()
         if k >= warmup:
-            wait.append(t1 - t0)
+            wait.append(waited)
             transfer.append(t2 - t1)
             compute.append(t3 - t2)
             images += _batch_len(batch)
@@ -173,18 +181,12 @@ class ProfiledLoader:
     def __iter__(self) -> Iterator[Any]:
         wait, compute = [], []
         images = 0
-        batches = iter(self.loader)
-        while True:
-            t0 = time.perf_counter()
-            try:
-                batch = next(batches)
-            except StopIteration:
-                break
-            t1 = time.perf_counter()
-            wait.append(t1 - t0)
+        for waited, batch in _timed(self.loader):
+            wait.append(waited)
             images += _batch_len(batch)
+            handed = time.perf_counter()
             yield batch
-            compute.append(time.perf_counter() - t1)
+            compute.append(time.perf_counter() - handed)
         if wait and compute:
             report = LoaderReport(wait[: len(compute)], [0.0] * len(compute), compute, images, True)
             self.reports.append(report)
