@@ -31,6 +31,14 @@ def _fraction(text: str) -> float:
 def _cmd_data(args: argparse.Namespace) -> int:
     from labkit.synthetic import QUICK_COUNT, ClipSpec, PhotoSpec, make_clips, make_photos
 
+    if args.hostile:
+        from labkit.strtable import printable
+        from labkit.synthetic import make_hostile
+
+        for case in make_hostile(args.out, seed=args.seed):
+            print(f"{case.expect:>8}  {printable(case.relpath)[:60]}  ({case.what})")
+        print(f"{args.out}: hostile inputs written; expectations in hostile_manifest.json")
+        return 0
     if args.clips is not None:
         clips = min(args.clips, 16) if (args.quick or quick_mode()) else args.clips
         width, height = args.size or (320, 240)
@@ -149,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clips", type=int, default=None, metavar="N",
                    help="make N video-like clips (folders of JPEG frames) instead of photos")
     p.add_argument("--frames", type=int, default=16, help="frames per clip (default 16)")
+    p.add_argument("--hostile", action="store_true",
+                   help="write awkward and broken inputs (truncated, HTML as .jpg, CMYK, 16-bit, bombs, "
+                        "EXIF, odd names, symlink loop...) with the expected outcome of each")
     p.add_argument("--quick", action="store_true", help="make 256 images or 16 clips (also: LABKIT_QUICK=1)")
     p.set_defaults(func=_cmd_data)
 

@@ -19,7 +19,7 @@ from labkit.decode import MAX_PIXELS, DecodeError, decode_pil_reduced, get_decod
 from labkit.folders import FolderIndex, scan_image_folder
 from labkit.packfile import PackWriter
 from labkit.settings import usable_cpus
-from labkit.strtable import PathLike
+from labkit.strtable import PathLike, printable
 
 #: A decoded pack aligns each image to a cache line, so a batch copy never splits one.
 DECODED_ALIGNMENT = 64
@@ -40,7 +40,7 @@ class PackReport:
         text = f"packed {self.count} {self.kind} samples into {self.path} ({self.nbytes / 1e6:.1f} MB)"
         if self.skipped:
             text += f"; {len(self.skipped)} files could not be packed:\n" + "\n".join(
-                f"  {s['path']}: {s['error']}" for s in self.skipped)
+                f"  {printable(s['path'])}: {s['error']}" for s in self.skipped)
         return text
 
 

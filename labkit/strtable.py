@@ -63,3 +63,8 @@ class StringTable:
 
     def __repr__(self) -> str:
         return f"StringTable({len(self)} strings, {self.blob.nbytes} bytes)"
+
+
+def printable(name: str) -> str:
+    """A file name safe to print: bytes that are not UTF-8 shown as ``\\xe9`` instead of crashing print()."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")

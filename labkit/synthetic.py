@@ -365,3 +365,80 @@ def make_clips(out: str, spec: ClipSpec = ClipSpec(), workers: Optional[int] = N
             written = sum(tqdm(pool.imap_unordered(_make_clip, jobs), total=spec.n, desc="labkit data --clips",
                                disable=not progress))
     return f"{out}: {written} clips written, {spec.n - written} kept ({spec.frames} frames of {spec.width}x{spec.height})"
+
+
+@dataclass(frozen=True)
+class HostileCase:
+    """One awkward or broken input, and what a sound loader must do with it."""
+
+    relpath: str
+    what: str
+    expect: str  # "load" (as RGB, EXIF applied), "error" (a named error) or "ignored" (not a sample)
+
+
+def _png(img: Image.Image, **kw: object) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, "PNG", **kw)
+    return buf.getvalue()
+
+
+def _jpeg(img: Image.Image, **kw: object) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, "JPEG", quality=90, **kw)
+    return buf.getvalue()
+
+
+def make_hostile(out: str, seed: int = 0) -> List[HostileCase]:
+    """Write the inputs real data sets contain sooner or later, in two classes, and list them.
+
+    Each case says whether a sound loader loads it (as RGB, EXIF orientation applied), refuses
+    it with a named error, or does not take it for a sample at all. The list is also written
+    to ``hostile_manifest.json`` under ``out``.
+    """
+    photo = Image.fromarray(render_photo(0, 2, 160, 120, np.random.default_rng([seed, 0])))
+    good = _jpeg(photo)
+    bomb = bytearray(_jpeg(Image.new("RGB", (16, 16))))
+    sof = bomb.index(b"\xff\xc0")
+    bomb[sof + 5 : sof + 9] = (30000).to_bytes(2, "big") + (30000).to_bytes(2, "big")
+    palette = photo.convert("P", palette=Image.ADAPTIVE)
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    gray16 = Image.fromarray((np.asarray(photo.convert("L"), np.uint16) * 257))
+    files = [
+        ("a/photo.jpg", good, "a normal photo", "load"),
+        ("a/truncated.jpg", good[: len(good) // 3], "a JPEG cut short", "error"),
+        ("a/empty.jpg", b"", "a zero-byte file", "error"),
+        ("a/error-page.jpg", _HTML, "an HTML error page saved as .jpg", "error"),
+        ("a/cmyk.jpg", _jpeg(photo.convert("CMYK")), "a CMYK JPEG", "load"),
+        ("a/gray16.png", _png(gray16), "a 16-bit grayscale PNG", "load"),
+        ("a/palette-transparent.png", _png(palette, transparency=0), "a palette PNG with transparency", "load"),
+        ("a/rgba.png", _png(photo.convert("RGBA")), "an RGBA PNG", "load"),
+        ("b/one-pixel.png", _png(Image.new("RGB", (1, 1), (200, 10, 10))), "a 1x1 image", "load"),
+        ("b/bomb.jpg", bytes(bomb), "a header claiming 30000x30000 pixels", "error"),
+        ("b/rotated.jpg", _jpeg(photo, exif=exif), "a photo with EXIF orientation 6", "load"),
+        ("b/" + "long-" * 46 + "name.jpg", good, "a 238-byte file name", "load"),
+    ]
+    cases = []
+    for relpath, data, what, expect in files:
+        path = os.path.join(out, relpath)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        _write_atomic(path, data)
+        cases.append(HostileCase(relpath, what, expect))
+    latin1 = os.path.join(os.fsencode(out), b"b", b"caf\xe9-latin1.jpg")  # not valid UTF-8
+    with open(latin1, "wb") as f:
+        f.write(good)
+    cases.append(HostileCase(os.fsdecode(os.path.relpath(latin1, os.fsencode(out))), "a non-UTF-8 file name", "load"))
+    loop = os.path.join(out, "b", "loop.jpg")
+    if not os.path.lexists(loop):
+        os.symlink("loop.jpg", loop)  # points at itself
+    cases.append(HostileCase("b/loop.jpg", "a symlink loop", "error"))
+    locked = os.path.join(out, "b", "unreadable.jpg")
+    _write_atomic(locked, good)
+    os.chmod(locked, 0)
+    cases.append(HostileCase("b/unreadable.jpg", "a file without read permission (root reads it anyway)",
+                             "load" if os.geteuid() == 0 else "error"))
+    os.makedirs(os.path.join(out, "b", "folder.jpg"), exist_ok=True)
+    cases.append(HostileCase("b/folder.jpg", "a directory named like an image", "ignored"))
+    _write_atomic(os.path.join(out, "hostile_manifest.json"),
+                  json.dumps([asdict(c) for c in cases], indent=1).encode())
+    return cases

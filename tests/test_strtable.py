@@ -39,3 +39,11 @@ def test_rejects_offsets_that_do_not_fit_the_blob():
         StringTable(blob, np.array([0, 2, 1, 3]))
     with pytest.raises(IndexError):
         StringTable(blob, np.array([0, 3]))[1]
+
+
+def test_printable_shows_non_utf8_bytes_instead_of_failing():
+    from labkit.strtable import printable
+
+    name = os.fsdecode(b"caf\xe9.jpg")
+    assert printable(name) == "caf\\xe9.jpg" and printable("ok.jpg") == "ok.jpg"
+    printable(name).encode("utf-8")  # what print() does on a UTF-8 terminal
