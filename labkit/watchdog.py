@@ -1,11 +1,13 @@
-"""A hang watchdog for DataLoader workers: when no batch arrives in time, say who is doing what, then fail.
+"""A watchdog for DataLoader workers: when one hangs or dies, say who was doing what, then fail cleanly.
 
 A stuck worker (a deadlock after fork, a read from a dead network mount, a decode that
 never returns) makes a plain DataLoader wait forever, or with ``timeout=`` raise a bare
 "DataLoader timed out". `WatchedLoader` instead reports, for every worker: whether it is
 alive, which samples it was fetching and for how long, and its Python stack (dumped by
 ``faulthandler`` inside the worker), then shuts the workers down and raises
-`LoaderHangError`. It needs ``num_workers > 0``: a hang in the main process is your own
+`LoaderHangError`. A worker killed by a signal becomes a `LoaderWorkerError` naming it and its
+samples in flight; an exception raised in a worker keeps its type and gains a note saying
+which samples were in flight. It needs ``num_workers > 0``: a hang in the main process is your own
 stack, which ``faulthandler.dump_traceback_later`` prints.
 """
 
@@ -27,8 +29,19 @@ _DUMP_SIGNAL = getattr(signal, "SIGUSR1", None)
 _kept_open: List[Any] = []  # in each worker: the file faulthandler writes to must stay open
 
 
+_HANG_FIX = ("Fix: find the call in the stacks above; set a timeout on I/O there, and check `labkit doctor` "
+             "for fork-after-threads and thread oversubscription")
+_DEATH_FIX = ("Fix: exit code -9 is usually the out-of-memory killer, -7 (SIGBUS) a full /dev/shm: lower "
+              "num_workers, prefetch_factor or the batch size; `labkit doctor` estimates both")
+
+
 class LoaderHangError(RuntimeError):
     """No batch arrived within the watchdog's timeout; the message says what each worker was doing."""
+
+
+class LoaderWorkerError(RuntimeError):
+    """A worker process died (killed by a signal, out of memory, a crash in C code); the message says
+    which, and which samples it and the others were fetching."""
 
 
 class StackDumpInit:
@@ -71,7 +84,11 @@ class TrackedDataset(Dataset):
     def __getitems__(self, indices: List[int]) -> List[Any]:
         self._note("start", [int(i) for i in indices])
         fetch = getattr(self.dataset, "__getitems__", None)
-        samples = fetch(indices) if fetch else [self.dataset[i] for i in indices]
+        try:
+            samples = fetch(indices) if fetch else [self.dataset[i] for i in indices]
+        except BaseException:
+            self._note("error", [int(i) for i in indices])
+            raise
         self._note("end", [int(i) for i in indices])
         return samples
 
@@ -85,6 +102,11 @@ def _in_flight(log: SharedLog) -> Dict[int, Dict[str, Any]]:
         else:
             current.pop(record["worker"], None)
     return current
+
+
+def _failed(log: SharedLog) -> List[Dict[str, Any]]:
+    """Fetches that raised, oldest first."""
+    return [r for r in log.records() if r["event"] == "error"]
 
 
 def _stop_workers(iterator: Any) -> None:
@@ -123,15 +145,32 @@ class WatchedLoader:
                 batch = next(iterator)
             except StopIteration:
                 return
-            except RuntimeError as e:
-                if "timed out" not in str(e):
-                    raise
-                report = self.diagnose(iterator)
-                _stop_workers(iterator)
-                raise LoaderHangError(report) from None
+            except Exception as e:
+                message = str(e)
+                if isinstance(e, RuntimeError) and "timed out" in message:
+                    report = self.diagnose(iterator, f"no batch arrived for {self.timeout:g} s", _HANG_FIX)
+                    _stop_workers(iterator)
+                    raise LoaderHangError(report) from None
+                if isinstance(e, RuntimeError) and ("killed by signal" in message or "exited unexpectedly" in message):
+                    report = self.diagnose(iterator, f"a worker died ({message.splitlines()[0]})", _DEATH_FIX)
+                    _stop_workers(iterator)
+                    raise LoaderWorkerError(report) from None
+                # An exception raised inside a worker keeps its type; a note says what was being fetched
+                # (shown under the traceback from Python 3.11; kept in __notes__ before that).
+                e.__notes__ = [*getattr(e, "__notes__", []), self._in_flight_summary()]
+                raise
             yield batch
 
-    def diagnose(self, iterator: Any) -> str:
+    def _in_flight_summary(self) -> str:
+        failed = _failed(self.log)
+        if not failed:
+            return "the samples that failed were not recorded"
+        last = failed[-1]
+        path_of = getattr(self._user_dataset(), "sample_path", None)
+        where = f" (first: {path_of(last['indices'][0])})" if path_of is not None else ""
+        return f"raised in worker {last['worker']} while fetching samples {last['indices'][:8]}{where}"
+
+    def diagnose(self, iterator: Any, headline: str, fix: str) -> str:
         """What each worker of ``iterator`` is doing: alive, samples in flight, Python stack."""
         workers = list(getattr(iterator, "_workers", []))
         for w in workers:
@@ -140,7 +179,7 @@ class WatchedLoader:
         time.sleep(0.3)  # let faulthandler write
         busy = _in_flight(self.log)
         dataset = self._user_dataset()
-        lines = [f"no batch arrived for {self.timeout:g} s; {len(workers)} workers:"]
+        lines = [f"{headline}; {len(workers)} workers:"]
         for worker_id, w in enumerate(workers):
             state = "alive" if w.is_alive() else f"dead (exit code {w.exitcode})"
             line = f"  worker {worker_id} (pid {w.pid}): {state}"
@@ -154,10 +193,9 @@ class WatchedLoader:
             else:
                 line += ", idle"
             lines.append(line)
-            if worker_id in busy:
+            if worker_id in busy and w.is_alive():
                 lines.extend("      " + frame for frame in self._stack(worker_id))
-        lines.append("Fix: find the call in the stacks above; set a timeout on I/O there, and check "
-                     "`labkit doctor` for fork-after-threads and thread oversubscription")
+        lines.append(fix)
         return "\n".join(lines)
 
     def _user_dataset(self) -> Any:

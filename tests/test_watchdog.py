@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from labkit.watchdog import LoaderHangError, watched_loader
+from labkit.watchdog import LoaderHangError, LoaderWorkerError, watched_loader
 
 
 class StuckAt:
@@ -54,3 +54,42 @@ def test_healthy_loader_passes_through_untouched():
 def test_needs_workers():
     with pytest.raises(ValueError, match="num_workers"):
         watched_loader(StuckAt(0), timeout=1, num_workers=0)
+
+
+class DiesAt(StuckAt):
+    """Its worker is killed (as the OOM killer would) when it reaches one index."""
+
+    def __getitem__(self, i):
+        if i == self.stuck:
+            import os
+            import signal
+
+            os.kill(os.getpid(), signal.SIGKILL)
+        return i
+
+
+class RaisesAt(StuckAt):
+    def __getitem__(self, i):
+        if i == self.stuck:
+            raise ValueError("corrupt record")
+        return i
+
+
+@pytest.mark.timeout(60)
+def test_killed_worker_is_named_with_its_samples_and_nothing_is_left_behind():
+    loader = watched_loader(DiesAt(stuck=6), timeout=20, batch_size=2, num_workers=2)
+    with pytest.raises(LoaderWorkerError) as err:
+        list(loader)
+    message = str(err.value)
+    assert "a worker died" in message and "out-of-memory" in message
+    assert "worker 1" in message and "dead (exit code -9)" in message and "fetching samples [6, 7]" in message
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.timeout(60)
+def test_exception_in_a_worker_keeps_its_type_and_says_what_was_in_flight():
+    loader = watched_loader(RaisesAt(stuck=9), timeout=20, batch_size=2, num_workers=2)
+    with pytest.raises(ValueError, match="corrupt record") as err:
+        list(loader)
+    notes = getattr(err.value, "__notes__", [])
+    assert any("worker 0 while fetching samples [8, 9]" in n and "/mnt/nfs/sample-8.jpg" in n for n in notes), notes
