@@ -171,25 +171,38 @@ class ImageFolderDataset(LabeledImageDataset):
                 f"decoder={self.decoder!r}, size={self.size})")
 
 
-class PackedDataset(LabeledImageDataset):
+class PackBackedDataset(LabeledImageDataset):
+    """What the pack datasets share: the reader, labels and classes from its index, paths for messages,
+    and batched reads in file order."""
+
+    def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
+                 check_crc: bool, kind: str, wrong_kind: str) -> None:
+        super().__init__(transform, on_error)
+        self.reader = PackReader(pack_path, check_crc=check_crc)
+        if self.reader.kind != kind:
+            raise ValueError(f"{self.reader.path}: {wrong_kind}")
+        self.classes = self.reader.classes
+        self.labels = self.reader.labels
+
+    def sample_path(self, index: int) -> str:
+        return f"{self.reader.path}:{self.reader.paths[index]}"
+
+    def _storage_order(self, indices: List[int]) -> np.ndarray:
+        return self.reader.records["offset"][indices]
+
+
+class PackedDataset(PackBackedDataset):
     """Encoded images from one pack file (`labkit pack`), read through mmap and decoded per sample."""
 
     def __init__(self, pack_path: PathLike, decoder: str = "pil", size: Size = 256,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
                  max_pixels: int = MAX_PIXELS, check_crc: bool = True) -> None:
-        super().__init__(transform, on_error)
-        self.reader = PackReader(pack_path, check_crc=check_crc)
-        if self.reader.kind != "encoded":
-            raise ValueError(f"{self.reader.path}: holds decoded arrays; open it with DecodedArrayDataset")
-        self.classes = self.reader.classes
-        self.labels = self.reader.labels
+        super().__init__(pack_path, transform, on_error, check_crc, "encoded",
+                         "holds decoded arrays; open it with DecodedArrayDataset")
         self.decoder = decoder
         self._decode = get_decoder(decoder)
         self.size = target_hw(size)
         self.max_pixels = max_pixels
-
-    def sample_path(self, index: int) -> str:
-        return f"{self.reader.path}:{self.reader.paths[index]}"
 
     def read_raw(self, index: int) -> bytes:
         return self.reader.read(index)
@@ -197,15 +210,12 @@ class PackedDataset(LabeledImageDataset):
     def decode_raw(self, raw: bytes) -> torch.Tensor:
         return self._decode(raw, self.size, self.max_pixels)
 
-    def _storage_order(self, indices: List[int]) -> np.ndarray:
-        return self.reader.records["offset"][indices]
-
     def __repr__(self) -> str:
         return (f"PackedDataset({self.reader.path!r}, {len(self)} images, {len(self.classes)} classes, "
                 f"decoder={self.decoder!r}, size={self.size})")
 
 
-class DecodedArrayDataset(LabeledImageDataset):
+class DecodedArrayDataset(PackBackedDataset):
     """Pre-decoded, pre-resized uint8 images from a pack made with ``labkit pack --decoded N``.
 
     No decode at all: the bound FFCV's RAW mode reaches. ``__getitems__`` copies a whole
@@ -214,30 +224,20 @@ class DecodedArrayDataset(LabeledImageDataset):
 
     def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]] = None,
                  on_error: str = "raise", size: Size = None, check_crc: bool = True) -> None:
-        super().__init__(transform, on_error)
-        self.reader = PackReader(pack_path, check_crc=check_crc)
-        if self.reader.decoded_shape is None:
-            raise ValueError(f"{self.reader.path}: holds encoded images; open it with PackedDataset, "
-                             "or make a decoded pack with `labkit pack --decoded SIZE`")
+        super().__init__(pack_path, transform, on_error, check_crc, "decoded",
+                         "holds encoded images; open it with PackedDataset, or make a decoded pack with "
+                         "`labkit pack --decoded SIZE`")
         stored = tuple(self.reader.decoded_shape[-2:])
         if size is not None and target_hw(size) != stored:
             raise ValueError(f"{self.reader.path}: images are stored at {stored[0]}x{stored[1]}, not {size}; "
                              "re-pack with `labkit pack --decoded` at the size you need")
         self.size = stored
-        self.classes = self.reader.classes
-        self.labels = self.reader.labels
-
-    def sample_path(self, index: int) -> str:
-        return f"{self.reader.path}:{self.reader.paths[index]}"
 
     def read_raw(self, index: int) -> np.ndarray:
         return self.reader.read_decoded([index])[0]
 
     def decode_raw(self, raw: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(raw)
-
-    def _storage_order(self, indices: List[int]) -> np.ndarray:
-        return self.reader.records["offset"][indices]
 
     def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
         checked = [self._check_index(i) for i in indices]
@@ -252,7 +252,7 @@ class DecodedArrayDataset(LabeledImageDataset):
         return f"DecodedArrayDataset({self.reader.path!r}, {len(self)} images of {self.reader.decoded_shape})"
 
 
-class EncodedPackDataset(LabeledImageDataset):
+class EncodedPackDataset(PackBackedDataset):
     """The encoded files of a pack, undecoded, as uint8 byte tensors: for decoding on the GPU.
 
     Workers only read; `labkit.decode.decode_jpeg_batch` decodes a whole batch on the device.
@@ -260,21 +260,11 @@ class EncodedPackDataset(LabeledImageDataset):
     """
 
     def __init__(self, pack_path: PathLike, on_error: str = "raise", check_crc: bool = True) -> None:
-        super().__init__(None, on_error)
-        self.reader = PackReader(pack_path, check_crc=check_crc)
-        if self.reader.kind != "encoded":
-            raise ValueError(f"{self.reader.path}: holds decoded arrays, there is nothing left to decode")
-        self.classes = self.reader.classes
-        self.labels = self.reader.labels
-
-    def sample_path(self, index: int) -> str:
-        return f"{self.reader.path}:{self.reader.paths[index]}"
+        super().__init__(pack_path, None, on_error, check_crc, "encoded",
+                         "holds decoded arrays, there is nothing left to decode")
 
     def read_raw(self, index: int) -> bytes:
         return self.reader.read(index)
 
     def decode_raw(self, raw: bytes) -> torch.Tensor:
         return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
-
-    def _storage_order(self, indices: List[int]) -> np.ndarray:
-        return self.reader.records["offset"][indices]

@@ -15,6 +15,7 @@ shared memory unlinked.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import queue
 import sys
@@ -59,20 +60,32 @@ def _get(q: Any, stop: Any) -> Any:
     return _STOP
 
 
-def _single_threaded() -> None:
-    """Forked from a parent that ran OpenMP, a process hangs in its first torch parallel region
-    unless it stays single-threaded (GNU libgomp is not fork-safe)."""
+@contextlib.contextmanager
+def _worker_ring(name: str, slots: int, shape: Tuple[int, ...], dtype: Any) -> Iterator[np.ndarray]:
+    """A stage process's view of the ring: single-threaded torch, the segment attached, closed at exit.
+
+    Forked from a parent that ran OpenMP, a process hangs in its first torch parallel region
+    unless it stays single-threaded (GNU libgomp is not fork-safe).
+    """
     import torch
 
     torch.set_num_threads(1)
+    shm = _attach(name)
+    ring = _ring(shm, slots, shape, dtype)
+    try:
+        yield ring
+    finally:
+        del ring
+        shm.close()
+
+
+def _failure(stage: str, index: int, error: BaseException) -> Tuple[Any, ...]:
+    return ("error", stage, index, f"{type(error).__name__}: {error}", traceback.format_exc())
 
 
 def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shape: Tuple[int, ...], dtype: Any,
                  stop: Any, tasks: Any, free: Any, ready: Any, results: Any) -> None:
-    _single_threaded()
-    shm = _attach(name)
-    ring = _ring(shm, slots, shape, dtype)
-    try:
+    with _worker_ring(name, slots, shape, dtype) as ring:
         while (task := _get(tasks, stop)) is not _STOP:
             index, item = task
             if (slot := _get(free, stop)) is _STOP:
@@ -81,35 +94,25 @@ def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shap
                 ring[slot] = stage(item)
             except BaseException as e:  # noqa: BLE001 - every failure goes back to the main process
                 free.put(slot)
-                results.put(("error", "stage 1 (decode)", index, f"{type(e).__name__}: {e}", traceback.format_exc()))
+                results.put(_failure("stage 1 (decode)", index, e))
                 continue
             ready.put((index, slot))
-    finally:
-        del ring
-        shm.close()
 
 
 def _transform_loop(stage: Callable[[np.ndarray], Any], name: str, slots: int, shape: Tuple[int, ...], dtype: Any,
                     stop: Any, ready: Any, free: Any, results: Any) -> None:
-    _single_threaded()
-    shm = _attach(name)
-    ring = _ring(shm, slots, shape, dtype)
-    try:
+    with _worker_ring(name, slots, shape, dtype) as ring:
         while (task := _get(ready, stop)) is not _STOP:
             index, slot = task
             try:
                 out = stage(ring[slot])
                 out = out.copy() if isinstance(out, np.ndarray) and np.shares_memory(out, ring) else out
             except BaseException as e:  # noqa: BLE001
-                results.put(("error", "stage 2 (transform)", index, f"{type(e).__name__}: {e}",
-                             traceback.format_exc()))
+                results.put(_failure("stage 2 (transform)", index, e))
                 continue
             finally:
                 free.put(slot)
             results.put(("ok", index, out))
-    finally:
-        del ring
-        shm.close()
 
 
 class StagedPipeline:
