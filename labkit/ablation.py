@@ -28,6 +28,8 @@ from labkit.collate import MixUpCollate, list_collate, mix_batch, stack_samples,
 from labkit.datasets import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                              PackedDataset)
 from labkit.decode import DECODERS, decode, decode_jpeg_batch
+from labkit.doctor import main_thread_budget
+from labkit.hostmem import HostBuffers
 from labkit.measure import describe_machine, machine_info, measure_loader
 from labkit.pagecache import evict
 from labkit.procmem import tree_cpu_seconds, tree_rss_bytes
@@ -53,6 +55,8 @@ class Version:
     sampler: str = "random"  # or "block"
     seed_step_s: Optional[float] = None
     cuda_only: bool = False
+    reuse_host_buffers: bool = False  # labkit.hostmem: float batches written into reused CPU memory
+    budget_main_threads: bool = False  # main process runs only on the cores the workers leave
 
 
 VERSIONS: Tuple[Version, ...] = (
@@ -63,12 +67,13 @@ VERSIONS: Tuple[Version, ...] = (
     Version("v3", "+ one packed file read through mmap", "pack", "pil", True, None, True, "none", seed_step_s=0.26),
     Version("v4", "+ prefetch_factor=4, MixUp in collate", "pack", "pil", True, 4, True, "collate", seed_step_s=0.21),
     Version("v5", "+ fastest decoder, uint8 across processes, normalise+MixUp on device", "pack", "fastest", True,
-            4, False, "device"),
+            4, False, "device", reuse_host_buffers=True, budget_main_threads=True),
     Version("v6", "+ pre-decoded uint8 pack, block shuffle, batched reads", "decoded", "none", True, 4, False,
-            "device", sampler="block"),
-    Version("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device"),
+            "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True),
+    Version("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
+            reuse_host_buffers=True, budget_main_threads=True),
     Version("v8", "GPU JPEG decode (nvJPEG), whole batch at once", "bytes", "gpu", True, 4, False, "device",
-            cuda_only=True),
+            cuda_only=True, reuse_host_buffers=True, budget_main_threads=True),
 )
 
 
@@ -145,9 +150,17 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
     if tuned is not None:
         storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
         decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
-        version = Version(version.id, version.name, storage, decoder, True, tuned.prefetch, False, "device")
+        version = Version(version.id, version.name, storage, decoder, True, tuned.prefetch, False, "device",
+                          reuse_host_buffers=version.reuse_host_buffers,
+                          budget_main_threads=version.budget_main_threads)
     dataset = _dataset(version, ws, decoder)
     workers = (tuned.workers if tuned else settings.resolved_workers()) if version.workers else 0
+    if tuned and tuned.main_threads:
+        main_threads = tuned.main_threads
+    elif version.budget_main_threads:
+        main_threads = main_thread_budget(workers)
+    else:
+        main_threads = torch.get_num_threads()
     if version.sampler == "block":
         sampler = BlockShuffleSampler(len(dataset), block_size=max(settings.batch_size, len(dataset) // 16),
                                       window=4, seed=settings.seed)
@@ -170,8 +183,8 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
                  "prefetch_factor": options.get("prefetch_factor", 2 if workers else None),
                  "collate": getattr(collate, "__name__", type(collate).__name__), "sampler": type(sampler).__name__,
                  "normalize": "in workers" if version.normalize_in_workers else "on device",
-                 "mix": version.mix,
-                 "main_threads": tuned.main_threads if tuned and tuned.main_threads else torch.get_num_threads()}
+                 "mix": version.mix, "main_threads": main_threads,
+                 "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch"}
     return DataLoader(dataset, **options), described
 
 
@@ -185,11 +198,13 @@ def device_batches(version: Version, loader: DataLoader, settings: Settings, cla
     """The loader followed by the device stage: copy, normalise and mix where the version says."""
     device = settings.resolved_device()
     generator = torch.Generator().manual_seed(settings.seed)
-    mix = functools.partial(mix_batch, num_classes=classes, generator=generator) if version.mix == "device" else None
+    buffers = HostBuffers(keep=4 if version.reuse_host_buffers else 0)
+    mix = (functools.partial(mix_batch, num_classes=classes, generator=generator, buffers=buffers)
+           if version.mix == "device" else None)
     if version.storage == "bytes":
         return _gpu_decoded(loader, device, mix or (lambda images, labels: (images, labels)))
     normalize = None if version.normalize_in_workers else (IMAGENET_MEAN, IMAGENET_STD)
-    return DevicePrefetcher(loader, device, normalize=normalize, mix=mix)
+    return DevicePrefetcher(loader, device, normalize=normalize, mix=mix, buffers=buffers)
 
 
 def model_step(device: torch.device, classes: int) -> Callable[[Any], None]:
@@ -260,16 +275,20 @@ def _folder_files(ws: Workspace) -> List[str]:
     return list(scan_image_folder(ws.folder).relpaths)
 
 
-def device_stage_ms(settings: Settings, classes: int, repeats: int = 3) -> float:
-    """What normalising and mixing one uint8 batch costs on the device: free-ish on a GPU, not on a CPU."""
+def device_stage_ms(settings: Settings, classes: int, reuse: bool, repeats: int = 5) -> float:
+    """What normalising and mixing one uint8 batch costs on the device: free-ish on a GPU, not on a CPU
+    unless its float buffers are reused (``reuse``)."""
     device = settings.resolved_device()
+    buffers = HostBuffers(keep=4 if reuse else 0)
     images = torch.randint(0, 256, (settings.batch_size, 3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8,
                            device=device)
     labels = torch.arange(settings.batch_size, device=device) % classes
     times = []
     for _ in range(repeats + 1):
         t0 = time.perf_counter()
-        mix_batch(normalize_uint8(images), labels, classes)
+        normalized = normalize_uint8(images, out=buffers.empty(images.shape, torch.float32, device))
+        mixed = mix_batch(normalized, labels, classes, buffers=buffers)
+        del normalized, mixed
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
@@ -374,9 +393,10 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     notes = seed_notes(results, settings.batch_size) + ([tuned_note] if tuned_note else [])
     notes.append("decoders timed on one core here (ms/image): " +
                  ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items()) + f"; v5 uses {fastest}")
-    stage = device_stage_ms(settings, len(ws.classes))
-    notes.append(f"device stage (normalise + MixUp of one uint8 batch on {device}): {stage:.1f} ms, which alone "
-                 f"caps v5-v7 at {settings.batch_size / stage * 1000:.0f} images/s here"
+    fresh, reused = (device_stage_ms(settings, len(ws.classes), reuse) for reuse in (False, True))
+    notes.append(f"device stage (normalise + MixUp of one uint8 batch on {device}, {torch.get_num_threads()} "
+                 f"threads): {fresh:.1f} ms into fresh tensors, {reused:.1f} ms into reused ones (v5 on); alone "
+                 f"it caps those versions at {settings.batch_size / reused * 1000:.0f} images/s"
                  + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else ""))
     notes.append("cold run: page cache dropped before each version (posix_fadvise)" if settings.cold else
                  "warm run: files stay in the page cache between versions (--cold drops them)")

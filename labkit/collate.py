@@ -15,6 +15,8 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
+from labkit.hostmem import HostBuffers
+
 Batch = Tuple[torch.Tensor, torch.Tensor]
 
 
@@ -25,11 +27,37 @@ def _shape_error(what: str, shapes: Sequence[Tuple[int, ...]]) -> ValueError:
                       "size in the dataset, or use pad_collate / detection_collate for variable sizes")
 
 
+def batch_buffer(shape: Sequence[int], dtype: torch.dtype = torch.uint8) -> torch.Tensor:
+    """An uninitialised tensor for a whole batch; inside a DataLoader worker it lives in shared
+    memory (as default_collate's output does), so it reaches the main process without a copy."""
+    empty = torch.empty(0, dtype=dtype)
+    if get_worker_info() is None:
+        return torch.empty(tuple(shape), dtype=dtype)
+    storage = empty._typed_storage()._new_shared(math.prod(shape), device=empty.device)
+    return empty.new(storage).resize_(tuple(shape))
+
+
+def _rows_of_one_tensor(images: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
+    """``images`` as one batch tensor when they are consecutive rows of one memory block (a
+    batched read's output), without copying; else None."""
+    first = images[0]
+    if not first.is_contiguous():
+        return None
+    storage, start, step = first.untyped_storage().data_ptr(), first.storage_offset(), first.numel()
+    for k, img in enumerate(images):
+        if (not img.is_contiguous() or img.untyped_storage().data_ptr() != storage
+                or img.storage_offset() != start + k * step):
+            return None
+    return first.as_strided((len(images), *first.shape), (step, *first.stride()), start)
+
+
 def stack_uint8(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
     """(uint8 image, label) samples → (uint8 B×C×H×W, int64 labels), in shared memory in a worker.
 
     Refuses float images: converting in the worker quadruples what crosses to the main
-    process. Convert and normalise on the device (`labkit.transfer`).
+    process. Convert and normalise on the device (`labkit.transfer`). Samples that are
+    already the rows of one batch tensor (``__getitems__`` reading into `batch_buffer`) are
+    passed on as that tensor, without stacking them into a copy.
     """
     images = [sample[0] for sample in batch]
     bad = next((k for k, img in enumerate(images) if img.dtype != torch.uint8), None)
@@ -39,7 +67,9 @@ def stack_uint8(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
     shapes = [tuple(img.shape) for img in images]
     if len(set(shapes)) > 1:
         raise _shape_error("stack_uint8", shapes)
-    return default_collate(images), torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64)
+    stacked = _rows_of_one_tensor(images)
+    return (default_collate(images) if stacked is None else stacked,
+            torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64))
 
 
 def stack_samples(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
@@ -132,11 +162,14 @@ def one_hot(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
 
 
 def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode: str = "mixup",
-              alpha: float = 0.2, generator: Optional[torch.Generator] = None) -> Batch:
+              alpha: float = 0.2, generator: Optional[torch.Generator] = None,
+              buffers: Optional[HostBuffers] = None) -> Batch:
     """MixUp or CutMix a batch: images mixed with a shuffled copy, labels become mixed one-hots.
 
     Works on any device and keeps the image dtype: uint8 images are mixed in float and
     rounded back (at most half a grey level lost), so they can still cross processes as uint8.
+    ``buffers``: where a float MixUp writes its result (reused CPU memory, `labkit.hostmem`).
+    The input is never modified.
     """
     if mode not in ("mixup", "cutmix"):
         raise ValueError(f"mode must be 'mixup' or 'cutmix', got {mode!r}")
@@ -147,8 +180,8 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode
     targets = one_hot(labels, num_classes).to(images.device)
     if mode == "mixup":
         work = images.to(torch.float32) if not images.is_floating_point() else images
-        partner = work.index_select(0, perm)
-        mixed = (work.mul_(lam) if work is not images else work.mul(lam)).add_(partner, alpha=1 - lam)
+        partner = None if buffers is None else buffers.empty(work.shape, work.dtype, work.device)
+        mixed = torch.index_select(work, 0, perm, out=partner).lerp_(work, lam)  # lam·x + (1−lam)·x[perm]
         if not images.is_floating_point():
             mixed = mixed.round_().clamp_(0, 255).to(images.dtype)
     else:

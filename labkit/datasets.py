@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from labkit.collate import batch_buffer
 from labkit.decode import MAX_PIXELS, DecodeError, Size, get_decoder, target_hw
 from labkit.eventlog import SharedLog
 from labkit.folders import scan_image_folder
@@ -241,8 +242,9 @@ class DecodedArrayDataset(PackBackedDataset):
 
     def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
         checked = [self._check_index(i) for i in indices]
+        batch = batch_buffer((len(checked), *self.reader.decoded_shape))
         try:
-            batch = torch.from_numpy(self.reader.read_decoded(checked))
+            self.reader.read_decoded(checked, out=batch.numpy())
         except PackError:
             return super().__getitems__(checked)  # per-sample path: names the sample, honours on_error
         images = list(batch) if self.transform is None else [self.transform(img) for img in batch]

@@ -303,11 +303,16 @@ class PackReader:
             out[k] = self.read(checked[k])
         return out
 
-    def read_decoded(self, indices: Sequence[int]) -> np.ndarray:
-        """Decoded samples as one new writable uint8 array of shape (len(indices), C, H, W)."""
+    def read_decoded(self, indices: Sequence[int], out: Optional[np.ndarray] = None) -> np.ndarray:
+        """Decoded samples as one writable uint8 array of shape (len(indices), C, H, W): ``out`` if
+        given (a batch buffer in shared memory, say), else a new one."""
         if self.decoded_shape is None:
             raise TypeError(f"{self.path}: holds encoded images; decode them (labkit.decode) or pack with --decoded")
-        out = np.empty((len(indices), *self.decoded_shape), dtype=np.uint8)
+        shape = (len(indices), *self.decoded_shape)
+        if out is None:
+            out = np.empty(shape, dtype=np.uint8)
+        elif out.shape != shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous uint8 array of shape {shape}, got {out.dtype} {out.shape}")
         flat = out.reshape(len(indices), -1)
         for k, i in enumerate(indices):
             flat[k] = self.view(i)

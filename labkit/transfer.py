@@ -15,6 +15,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple,
 
 import torch
 
+from labkit.hostmem import HostBuffers
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 Batch = Tuple[torch.Tensor, torch.Tensor]
@@ -22,16 +24,18 @@ Mix = Callable[[torch.Tensor, torch.Tensor], Batch]
 
 
 def normalize_uint8(images: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN,
-                    std: Sequence[float] = IMAGENET_STD) -> torch.Tensor:
+                    std: Sequence[float] = IMAGENET_STD, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """uint8 (N×)C×H×W in 0..255 → float32 ``(x / 255 - mean) / std``, as ToTensor + Normalize give.
 
     One conversion and two in-place passes (``x * 1/(255·std) - mean/std``): on a CPU this is
     about 3x faster than the textbook four-pass expression, and it matters when the "device"
-    is the CPU itself.
+    is the CPU itself. ``out``: a float32 tensor of the same shape to write into (see
+    `labkit.hostmem.HostBuffers`), else a new one.
     """
     mean_t = torch.as_tensor(mean, dtype=torch.float32, device=images.device).view(-1, 1, 1)
     std_t = torch.as_tensor(std, dtype=torch.float32, device=images.device).view(-1, 1, 1)
-    return images.to(torch.float32).mul_(1 / (255 * std_t)).sub_(mean_t / std_t)
+    converted = images.to(torch.float32) if out is None else out.copy_(images)
+    return converted.mul_(1 / (255 * std_t)).sub_(mean_t / std_t)
 
 
 def _to_device(value: Any, device: torch.device, non_blocking: bool) -> Any:
@@ -60,15 +64,20 @@ class DevicePrefetcher:
 
     ``normalize=(mean, std)`` (ImageNet's by default; ``None`` to keep uint8) converts on the
     device; ``mix`` is any ``(images, labels) -> (images, labels)`` applied there after, e.g.
-    ``functools.partial(labkit.collate.mix_batch, num_classes=10)``.
+    ``functools.partial(labkit.collate.mix_batch, num_classes=10, buffers=prefetcher.buffers)``.
+    On a CPU the float batches are written into reused `HostBuffers` (``buffers``), so each
+    step does not pay 12,800 page faults for a fresh 50 MiB tensor; a batch you keep is never
+    overwritten.
     """
 
     def __init__(self, loader: Iterable, device: Union[str, torch.device, None] = None,
                  normalize: Optional[Tuple[Sequence[float], Sequence[float]]] = (IMAGENET_MEAN, IMAGENET_STD),
-                 mix: Optional[Mix] = None, channels_last: bool = False) -> None:
+                 mix: Optional[Mix] = None, channels_last: bool = False,
+                 buffers: Optional[HostBuffers] = None) -> None:
         self.loader = loader
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         self.normalize, self.mix, self.channels_last = normalize, mix, channels_last
+        self.buffers = buffers if buffers is not None else HostBuffers()
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
@@ -80,7 +89,8 @@ class DevicePrefetcher:
             return batch
         images, rest = batch[0], list(batch[1:])
         if self.normalize is not None and not images.is_floating_point():
-            images = normalize_uint8(images, *self.normalize)
+            out = self.buffers.empty(images.shape, torch.float32, images.device)
+            images = normalize_uint8(images, *self.normalize, out=out)
         if self.channels_last and images.ndim == 4:
             images = images.contiguous(memory_format=torch.channels_last)
         if self.mix is not None:

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from labkit.collate import (CutMixCollate, MixUpCollate, detection_collate, graph_collate, mix_batch,
+from labkit.collate import (CutMixCollate, MixUpCollate, batch_buffer, detection_collate, graph_collate, mix_batch,
                             pad_collate, stack_uint8)
 
 
@@ -113,3 +113,41 @@ def test_float_mixup_as_the_seed_does_it():
     assert images.dtype == torch.float32 and soft.shape == (4, 3)
     with pytest.raises(TypeError, match="uint8"):
         MixUpCollate(3)(batch)
+
+
+def test_mixup_is_the_convex_combination_its_labels_claim_and_leaves_the_input_alone():
+    images = torch.rand(6, 3, 8, 8)
+    before = images.clone()
+    mixed, soft = mix_batch(images, torch.arange(6), 6, "mixup", 1.0, torch.Generator().manual_seed(3))
+    assert torch.equal(images, before)
+    for i in range(6):
+        row = soft[i].clone()
+        lam = row[i].item()
+        row[i] = 0
+        partner = int(row.argmax()) if row.max() > 0 else i  # paired with itself: the row is one-hot
+        expected = lam * images[i] + (1 - lam) * images[partner] if partner != i else images[i]
+        assert torch.allclose(mixed[i], expected, atol=1e-6)
+
+
+def test_stack_uint8_passes_a_batched_read_through_and_copies_anything_else():
+    base = torch.arange(4 * 12, dtype=torch.uint8).view(4, 3, 2, 2)
+    rows = [(img, k) for k, img in enumerate(base)]
+    for samples in (rows, rows[1:]):  # consecutive rows of one block: already a batch
+        passed = stack_uint8(samples)[0]
+        assert passed.data_ptr() == samples[0][0].data_ptr() and torch.equal(passed, base[4 - len(samples):])
+    for samples in (rows[::-1], rows[::2], [(img.clone(), k) for img, k in rows]):
+        stacked = stack_uint8(samples)[0]
+        assert stacked.data_ptr() != base.data_ptr() and torch.equal(stacked, torch.stack([s[0] for s in samples]))
+
+
+class _SharedProbe(torch.utils.data.Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return batch_buffer((2, 3)).is_shared()
+
+
+def test_batch_buffer_is_in_shared_memory_only_inside_workers():
+    assert not batch_buffer((2, 3)).is_shared()
+    assert list(DataLoader(_SharedProbe(), batch_size=None, num_workers=1)) == [True, True]

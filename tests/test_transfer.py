@@ -70,3 +70,22 @@ def test_normalize_uint8_works_on_one_image_too():
     image = _batches(1)[0][0][0]
     reference = v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)(image.float() / 255)
     assert torch.allclose(normalize_uint8(image), reference, atol=1e-5)
+
+
+def test_cpu_prefetcher_reuses_memory_but_never_overwrites_a_batch_you_keep():
+    batches = _batches(n=8)
+    mix = functools.partial(mix_batch, num_classes=3, generator=torch.Generator().manual_seed(0))
+    prefetcher = DevicePrefetcher(batches, "cpu")
+    kept = []
+    for k, (images, _) in enumerate(prefetcher):
+        if k % 3 == 0:
+            kept.append((k, images))
+    assert prefetcher.buffers.reused > 0
+    for k, images in kept:
+        assert torch.allclose(images, normalize_uint8(batches[k][0]))
+    prefetcher = DevicePrefetcher(batches, "cpu")
+    prefetcher.mix = functools.partial(mix, buffers=prefetcher.buffers)
+    mixed = [images.clone() for images, _ in prefetcher]
+    reference = functools.partial(mix_batch, num_classes=3, generator=torch.Generator().manual_seed(0))
+    for (raw, labels), images in zip(batches, mixed):
+        assert torch.allclose(images, reference(normalize_uint8(raw), labels)[0], atol=1e-6)
