@@ -32,7 +32,7 @@ from labkit.doctor import main_thread_budget
 from labkit.hostmem import HostBuffers
 from labkit.measure import describe_machine, machine_info, measure_loader
 from labkit.pagecache import evict
-from labkit.procmem import tree_cpu_seconds, tree_rss_bytes
+from labkit.procmem import PeakRss, tree_cpu_seconds
 from labkit.samplers import BlockShuffleSampler
 from labkit.settings import usable_cpus
 from labkit.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
@@ -240,7 +240,7 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
     batches = device_batches(version, loader, settings, len(ws.classes))
     threads_before = torch.get_num_threads()
     torch.set_num_threads(described["main_threads"])
-    peak = [tree_rss_bytes()]
+    peak = PeakRss()
     busy = [0.0]
 
     def on_batch(batch: Any) -> None:
@@ -252,7 +252,7 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
             busy[0] += time.perf_counter() - t0
         elif device.type == "cuda":
             torch.cuda.synchronize(device)
-        peak[0] = max(peak[0], tree_rss_bytes())
+        peak.sample()
 
     steps = min(settings.steps, max(1, len(loader)))
     cpu0, wall0 = tree_cpu_seconds(), time.perf_counter()
@@ -266,7 +266,7 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
     del batches, loader
     gpu_busy = busy[0] / wall if (device.type == "cuda" and step is not None) else None
     return Result(version.id, version.name, result.images_per_s, result.step_s, result.runs_images_per_s,
-                  cpu_util, peak[0] / 2**20, gpu_busy, version.seed_step_s, described)
+                  cpu_util, peak.peak / 2**20, gpu_busy, version.seed_step_s, described)
 
 
 def _folder_files(ws: Workspace) -> List[str]:

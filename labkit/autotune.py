@@ -28,7 +28,7 @@ from labkit.datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode import DECODERS
 from labkit.doctor import memory_facts
 from labkit.measure import describe_machine, machine_info, measure_loader
-from labkit.procmem import tree_rss_bytes
+from labkit.procmem import PeakRss
 from labkit.settings import usable_cpus
 from labkit.transfer import DevicePrefetcher
 
@@ -176,20 +176,16 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
     classes = len(PackedDataset(pack).classes)
 
     def measure(config: Config) -> Tuple[float, int]:
-        peak = [0]
-
-        def sample(_: Any) -> None:
-            peak[0] = max(peak[0], tree_rss_bytes())
-
+        peak = PeakRss()
         before = torch.get_num_threads()
         torch.set_num_threads(config.main_threads or before)
         try:
             pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes)
-            result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=sample)
+            result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample)
         finally:
             torch.set_num_threads(before)
         del pipeline
-        return result.images_per_s, peak[0]
+        return result.images_per_s, peak.peak
 
     threads = sorted({1, cpus} - {torch.get_num_threads()})
     result = search(measure, names, max_workers, budget, batch_size * 3 * size * size, main_threads=threads)

@@ -1,6 +1,6 @@
 import numpy as np
 
-from labkit.procmem import private_bytes, rss_bytes
+from labkit.procmem import PeakRss, private_bytes, rss_bytes
 
 
 def test_private_memory_grows_with_what_this_process_writes():
@@ -34,3 +34,29 @@ def test_tree_counts_worker_processes():
     while time.perf_counter() < end:
         pass
     assert cpu_seconds() - t0 > 0.1
+
+
+def test_running_tells_a_live_process_from_an_exited_unreaped_one():
+    import subprocess
+    import sys
+    import time
+
+    from labkit.procmem import running
+
+    child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    assert running(child.pid)
+    child.stdin.close()  # it exits; until wait() reaps it, it is a zombie
+    deadline = time.monotonic() + 10
+    while running(child.pid):
+        assert time.monotonic() < deadline, "the child did not exit"
+        time.sleep(0.01)
+    assert child.poll() == 0 and not running(child.pid)
+
+
+def test_peak_rss_follows_growth_but_samples_at_most_once_per_interval():
+    eager, lazy = PeakRss(interval=0), PeakRss(interval=3600)
+    before_eager, before_lazy = eager.peak, lazy.peak
+    block = np.ones(64 * 2**20, dtype=np.uint8)
+    eager.sample(), lazy.sample("a batch")
+    assert eager.peak >= before_eager + 60 * 2**20 and lazy.peak == before_lazy
+    del block
