@@ -7,7 +7,7 @@ import platform
 import statistics
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 import torch
 
@@ -54,41 +54,62 @@ class Throughput:
         return asdict(self)
 
 
+def _stream(loader: Iterable) -> Iterator[Any]:
+    """The loader's batches epoch after epoch, one iterator per epoch, never abandoned mid-epoch."""
+    while True:
+        produced = False
+        for batch in loader:
+            produced = True
+            yield batch
+        if not produced:
+            raise ValueError("the loader produced no batch; is the dataset empty or drop_last too strict?")
+
+
 def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: Optional[int] = None,
                    on_batch: Optional[Callable[[Any], None]] = None,
                    warmup_batches: Optional[int] = None) -> Throughput:
-    """Iterate ``loader`` ``warmup_runs + runs`` times (each at most ``max_batches`` batches).
+    """Time ``warmup_runs + runs`` consecutive passes of at most ``max_batches`` batches (default: an epoch).
 
     Warm-up passes absorb worker start-up and cold caches and are not counted; each measured
     pass gives images/s, and every batch gives one step time: the wait for the batch plus
     ``on_batch(batch)`` — a model step, or a memory sample — when one is given. Warm-up runs
     stop after ``warmup_batches`` batches (default: as many as a measured run).
+
+    Passes are cut from one continuing stream of epochs: restarting a DataLoader's iterator
+    mid-epoch makes its workers finish, and throw away, every batch already in flight —
+    up to ``num_workers × prefetch_factor`` batches of work charged to the next pass.
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
+    if max_batches is None and hasattr(loader, "__len__"):
+        max_batches = len(loader)  # type: ignore[arg-type]
     rates: List[float] = []
     steps: List[float] = []
     batches = 0
-    for run in range(warmup_runs + runs):
-        images = 0
-        batches = 0
-        start = last = time.perf_counter()
-        run_steps: List[float] = []
-        for batch in loader:
-            if on_batch is not None:
-                on_batch(batch)
-            now = time.perf_counter()
-            run_steps.append(now - last)
-            images += _batch_size(batch)
-            batches += 1
-            last = now
+    stream = _stream(loader)
+    try:
+        for run in range(warmup_runs + runs):
             limit = warmup_batches if (run < warmup_runs and warmup_batches is not None) else max_batches
-            if limit is not None and batches >= limit:
-                break
-        elapsed = time.perf_counter() - start
-        if batches == 0:
-            raise ValueError("the loader produced no batch; is the dataset empty or drop_last too strict?")
-        if run >= warmup_runs:
-            rates.append(images / elapsed)
-            steps.extend(run_steps)
+            images = 0
+            batches = 0
+            start = last = time.perf_counter()
+            run_steps: List[float] = []
+            for batch in stream if limit is not None else loader:  # no length, no limit: whole epochs
+                if on_batch is not None:
+                    on_batch(batch)
+                now = time.perf_counter()
+                run_steps.append(now - last)
+                images += _batch_size(batch)
+                batches += 1
+                last = now
+                if limit is not None and batches >= limit:
+                    break
+            elapsed = time.perf_counter() - start
+            if batches == 0:
+                raise ValueError("the loader produced no batch; is the dataset empty or drop_last too strict?")
+            if run >= warmup_runs:
+                rates.append(images / elapsed)
+                steps.extend(run_steps)
+    finally:
+        stream.close()
     return Throughput(statistics.median(rates), statistics.median(steps), rates, batches)

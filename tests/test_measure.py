@@ -32,3 +32,26 @@ def test_on_batch_runs_for_every_batch_and_counts_in_the_step():
     batches = [(torch.zeros(2, 1), torch.zeros(2))] * 3
     result = measure_loader(batches, runs=2, warmup_runs=1, on_batch=lambda b: (seen.append(1), time.sleep(0.01)))
     assert len(seen) == 9 and result.step_s >= 0.01
+
+
+class _CountingLoader:
+    """Five numbered batches per epoch; remembers every batch it handed out and each new iterator."""
+
+    def __init__(self):
+        self.iterators, self.handed_out = 0, []
+
+    def __len__(self):
+        return 5
+
+    def __iter__(self):
+        self.iterators += 1
+        for k in range(5):
+            self.handed_out.append(k)
+            yield torch.full((2,), k)
+
+
+def test_passes_continue_one_stream_instead_of_abandoning_epochs_midway():
+    loader, seen = _CountingLoader(), []
+    measure_loader(loader, runs=3, warmup_runs=1, max_batches=2, on_batch=lambda b: seen.append(int(b[0])))
+    assert seen == [0, 1, 2, 3, 4, 0, 1, 2]  # nothing fetched and thrown away between passes
+    assert loader.handed_out == seen and loader.iterators == 2
