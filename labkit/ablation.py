@@ -57,6 +57,7 @@ class Version:
     cuda_only: bool = False
     reuse_host_buffers: bool = False  # labkit.hostmem: float batches written into reused CPU memory
     budget_main_threads: bool = False  # main process runs only on the cores the workers leave
+    checksum_reads: bool = True  # False: checksums were verified once (labkit verify), not on every read
 
 
 VERSIONS: Tuple[Version, ...] = (
@@ -68,10 +69,11 @@ VERSIONS: Tuple[Version, ...] = (
     Version("v4", "+ prefetch_factor=4, MixUp in collate", "pack", "pil", True, 4, True, "collate", seed_step_s=0.21),
     Version("v5", "+ fastest decoder, uint8 across processes, normalise+MixUp on device", "pack", "fastest", True,
             4, False, "device", reuse_host_buffers=True, budget_main_threads=True),
-    Version("v6", "+ pre-decoded uint8 pack, block shuffle, batched reads", "decoded", "none", True, 4, False,
-            "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True),
+    Version("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", "decoded",
+            "none", False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
+            checksum_reads=False),
     Version("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
-            reuse_host_buffers=True, budget_main_threads=True),
+            reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False),
     Version("v8", "GPU JPEG decode (nvJPEG), whole batch at once", "bytes", "gpu", True, 4, False, "device",
             cuda_only=True, reuse_host_buffers=True, budget_main_threads=True),
 )
@@ -136,9 +138,9 @@ def _dataset(version: Version, ws: Workspace, decoder: str) -> LabeledImageDatas
     if version.storage == "folder":
         return ImageFolderDataset(ws.folder, decoder, OUTPUT_SIZE, transform=transform)
     if version.storage == "pack":
-        return PackedDataset(ws.pack, decoder, OUTPUT_SIZE, transform=transform)
+        return PackedDataset(ws.pack, decoder, OUTPUT_SIZE, transform=transform, check_crc=version.checksum_reads)
     if version.storage == "decoded":
-        return DecodedArrayDataset(ws.decoded_pack)
+        return DecodedArrayDataset(ws.decoded_pack, check_crc=version.checksum_reads)
     return EncodedPackDataset(ws.pack)
 
 
@@ -152,7 +154,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
         decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
         version = Version(version.id, version.name, storage, decoder, True, tuned.prefetch, False, "device",
                           reuse_host_buffers=version.reuse_host_buffers,
-                          budget_main_threads=version.budget_main_threads)
+                          budget_main_threads=version.budget_main_threads, checksum_reads=version.checksum_reads)
     dataset = _dataset(version, ws, decoder)
     workers = (tuned.workers if tuned else settings.resolved_workers()) if version.workers else 0
     if tuned and tuned.main_threads:
@@ -184,7 +186,8 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
                  "collate": getattr(collate, "__name__", type(collate).__name__), "sampler": type(sampler).__name__,
                  "normalize": "in workers" if version.normalize_in_workers else "on device",
                  "mix": version.mix, "main_threads": main_threads,
-                 "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch"}
+                 "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
+                 "checksums": "every read" if version.checksum_reads else "verified once"}
     return DataLoader(dataset, **options), described
 
 
@@ -375,7 +378,8 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
             continue
         if version.decoder == "tuned":
             tune = autotune(ws.pack, ws.decoded_pack, batch_size=settings.batch_size, size=OUTPUT_SIZE,
-                            max_workers=max(2, usable_cpus()), batches=2, runs=1, decoders=[fastest])
+                            max_workers=max(2, usable_cpus()), batches=2, runs=1, decoders=[fastest],
+                            check_crc=False)
             tuned = tune.best
             tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {tuned.decoder}, "
                           f"{tuned.workers} workers, prefetch_factor {tuned.prefetch}, main threads "

@@ -127,7 +127,7 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
     accepted: List[Trial] = []
     for decoder in decoders:
         best: Optional[Trial] = None
-        for workers in range(1, max_workers + 1):
+        for workers in range(0 if decoder == NO_DECODE else 1, max_workers + 1):  # nothing to decode: try none
             trial = attempt(Config(decoder, workers, prefetches[0]))
             if trial is None:
                 break
@@ -136,7 +136,7 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
                 trial.verdict = f"stop: +1 worker gained < {min_gain:.0%}"
                 break
             best = trial
-        if best is not None:
+        if best is not None and best.config.workers:
             for prefetch in prefetches[1:]:
                 trial = attempt(Config(decoder, best.config.workers, prefetch))
                 if trial is not None:
@@ -154,21 +154,27 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
 
 
 def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size: int, size: int,
-              classes: int) -> Iterable:
+              classes: int, check_crc: bool) -> Iterable:
     """What training consumes: the loader, then normalisation and MixUp on the device (`DevicePrefetcher`)."""
-    dataset = (DecodedArrayDataset(decoded_pack) if config.decoder == NO_DECODE
-               else PackedDataset(pack, config.decoder, size))
+    dataset = (DecodedArrayDataset(decoded_pack, check_crc=check_crc) if config.decoder == NO_DECODE
+               else PackedDataset(pack, config.decoder, size, check_crc=check_crc))
+    parallel = dict(prefetch_factor=config.prefetch, persistent_workers=True) if config.workers else {}
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=config.workers,
-                        prefetch_factor=config.prefetch, persistent_workers=True, collate_fn=stack_uint8,
-                        pin_memory=torch.cuda.is_available())
-    mix = functools.partial(mix_batch, num_classes=classes, generator=torch.Generator().manual_seed(0))
-    return DevicePrefetcher(loader, mix=mix)
+                        collate_fn=stack_uint8, pin_memory=torch.cuda.is_available(), **parallel)
+    prefetcher = DevicePrefetcher(loader)
+    prefetcher.mix = functools.partial(mix_batch, num_classes=classes, generator=torch.Generator().manual_seed(0),
+                                       buffers=prefetcher.buffers)
+    return prefetcher
 
 
 def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64, size: int = 256,
              max_workers: Optional[int] = None, budget: Optional[Budget] = None, batches: int = 4,
-             runs: int = 2, decoders: Optional[Sequence[str]] = None) -> TuneResult:
-    """Measure real pipelines over ``pack`` (and ``decoded_pack`` if given) and pick the fastest that fits."""
+             runs: int = 2, decoders: Optional[Sequence[str]] = None, check_crc: bool = True) -> TuneResult:
+    """Measure real pipelines over ``pack`` (and ``decoded_pack`` if given) and pick the fastest that fits.
+
+    ``check_crc=False`` reads without checking each sample's checksum, for packs that
+    ``labkit verify`` has just checked whole.
+    """
     budget = budget or default_budget()
     cpus = usable_cpus()
     max_workers = max_workers or max(2, cpus)
@@ -180,7 +186,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
         before = torch.get_num_threads()
         torch.set_num_threads(config.main_threads or before)
         try:
-            pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes)
+            pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes, check_crc)
             result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample)
         finally:
             torch.set_num_threads(before)

@@ -11,6 +11,7 @@ from labkit.autotune import NO_DECODE, Config
 from labkit.collate import MixCollate, list_collate, stack_samples, stack_uint8
 from labkit.datasets import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
 from labkit.samplers import BlockShuffleSampler
+from labkit.settings import usable_cpus
 from labkit.transfer import DevicePrefetcher
 from labkit.workspace import prepare
 
@@ -65,19 +66,27 @@ def test_v5_keeps_uint8_across_processes_and_normalises_and_mixes_on_the_device(
     assert isinstance(batches, DevicePrefetcher) and batches.mix is not None
     images, soft = next(iter(batches))
     assert images.dtype == torch.float32 and soft.shape == (8, len(ws.classes))
-    assert described["normalize"] == "on device"
+    assert described["normalize"] == "on device" and described["host_buffers"] == "reused"
+    assert described["main_threads"] == 1  # the workers take the other core of 2
+    assert described["checksums"] == "every read" and loader.dataset.reader.check_crc
 
 
-def test_v6_reads_decoded_arrays_in_block_order_with_batched_reads(ws):
-    loader, _ = _build("v6", ws)
+def test_v6_reads_verified_decoded_arrays_in_block_order_with_batched_reads_in_the_main_process(ws):
+    loader, described = _build("v6", ws)
     assert isinstance(loader.dataset, DecodedArrayDataset) and isinstance(loader.sampler, BlockShuffleSampler)
     assert hasattr(loader.dataset, "__getitems__") and loader.collate_fn is stack_uint8
+    assert loader.num_workers == 0 and not loader.dataset.reader.check_crc and described["checksums"] == "verified once"
+    assert described["main_threads"] == usable_cpus()  # no workers: the main process has every core
+    images, _ = next(iter(loader))
+    assert images.dtype == torch.uint8 and images.shape == (8, 3, 256, 256)
 
 
 def test_v7_takes_the_autotuners_choice(ws):
     loader, described = _build("v7", ws, tuned=Config(NO_DECODE, 1, 4, main_threads=1))
     assert isinstance(loader.dataset, DecodedArrayDataset) and loader.num_workers == 1
     assert loader.prefetch_factor == 4 and described["main_threads"] == 1
+    loader, _ = _build("v7", ws, tuned=Config(NO_DECODE, 0, 2))
+    assert loader.num_workers == 0 and not loader.persistent_workers
     loader, _ = _build("v7", ws, tuned=Config("torchvision", 2, 2))
     assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "torchvision"
 
