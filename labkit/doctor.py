@@ -42,9 +42,16 @@ class LoaderPlan:
         return self.batch * math.prod(self.image) * self.bytes_per_value
 
     @property
-    def in_flight_bytes(self) -> int:
-        """Batches waiting in shared memory on the node: workers × prefetch_factor per rank."""
-        return self.ranks_per_node * self.workers * self.prefetch * self.batch_bytes
+    def shm_batches(self) -> int:
+        """Most batches in /dev/shm at once per rank: workers × prefetch_factor made or waiting, the one
+        the training step holds, and the next, which arrives while ``for batch in loader`` still holds
+        the last (peaks of workers × prefetch + 1 and + 2 batches were measured in a small /dev/shm)."""
+        return self.workers * self.prefetch + 2 if self.workers else 0
+
+    @property
+    def shm_bytes(self) -> int:
+        """The most /dev/shm the plan uses at once on the node (`shm_batches` on every rank)."""
+        return self.ranks_per_node * self.shm_batches * self.batch_bytes
 
 
 @dataclass(frozen=True)
@@ -84,26 +91,31 @@ def memory_facts() -> MemoryFacts:
     return MemoryFacts(info.get("MemTotal", 0), info.get("MemAvailable", 0), shm_total, shm_free)
 
 
-def _gib(n: float) -> str:
-    return f"{n / GIB:.2f} GiB"
+def _size(n: float) -> str:
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 2**20:.1f} MiB"
 
 
 def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
-    need = plan.in_flight_bytes
-    what = (f"{plan.ranks_per_node} rank(s) × {plan.workers} workers × prefetch {plan.prefetch} × "
-            f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_gib(need)} in /dev/shm")
+    """Will the batches on their way from workers to the main process fit in /dev/shm?"""
     if plan.workers == 0:
         return Finding("ok", "shared memory", "no workers: batches never pass through /dev/shm")
+    need = plan.shm_bytes
+    what = (f"{plan.ranks_per_node} rank(s) × ({plan.workers} workers × prefetch {plan.prefetch} + 2) × "
+            f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_size(need)} in /dev/shm at once")
     if facts.shm_total == 0:
         return Finding("ok", "shared memory", f"{what}; this OS has no /dev/shm to run out of")
-    fix = ("give the container more (docker run --shm-size=8g), lower prefetch_factor or num_workers, or "
-           "torch.multiprocessing.set_sharing_strategy('file_system')")
+    fix = ("give the container more (docker run --shm-size=8g), or lower prefetch_factor, num_workers or the batch "
+           "size (and keep batches uint8). set_sharing_strategy('file_system') does not help: both strategies put "
+           "every batch in /dev/shm; it is the fix for 'Too many open files'")
     if need > facts.shm_free:
-        return Finding("fail", "shared memory", f"{what}, but only {_gib(facts.shm_free)} free: expect "
+        return Finding("fail", "shared memory", f"{what}, but only {_size(facts.shm_free)} free: expect 'unable to "
+                       "allocate shared memory(shm) ... No space left on device' from a worker whose collate_fn "
+                       "stacks into /dev/shm, a loader that waits forever when a worker's finished batch cannot "
+                       "be moved there (it is dropped), or, where torch cannot reserve the space up front, "
                        "'DataLoader worker ... killed by signal: Bus error'", fix)
     if need > facts.shm_free / 2:
-        return Finding("warn", "shared memory", f"{what}, over half of the {_gib(facts.shm_free)} free", fix)
-    return Finding("ok", "shared memory", f"{what} of {_gib(facts.shm_free)} free")
+        return Finding("warn", "shared memory", f"{what}, over half of the {_size(facts.shm_free)} free", fix)
+    return Finding("ok", "shared memory", f"{what} of {_size(facts.shm_free)} free")
 
 
 def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Finding:
@@ -115,7 +127,7 @@ def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Fin
         return Finding("warn", "pinned memory", "pin_memory=True without a CUDA device does nothing useful",
                        "pin_memory=torch.cuda.is_available()")
     pinned = plan.ranks_per_node * (plan.workers * plan.prefetch + 1) * plan.batch_bytes
-    text = f"about {_gib(pinned)} of page-locked RAM ({_gib(facts.ram_available)} available)"
+    text = f"about {_size(pinned)} of page-locked RAM ({_size(facts.ram_available)} available)"
     if facts.ram_available and pinned > facts.ram_available / 4:
         return Finding("warn", "pinned memory", text + ": pinned pages cannot be swapped, the OS can run out",
                        "lower prefetch_factor or batch size, keep batches uint8")

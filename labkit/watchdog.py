@@ -7,8 +7,11 @@ alive, which samples it was fetching and for how long, and its Python stack (dum
 ``faulthandler`` inside the worker), then shuts the workers down and raises
 `LoaderHangError`. A worker killed by a signal becomes a `LoaderWorkerError` naming it and its
 samples in flight; an exception raised in a worker keeps its type and gains a note saying
-which samples were in flight. It needs ``num_workers > 0``: a hang in the main process is your own
-stack, which ``faulthandler.dump_traceback_later`` prints.
+which samples were in flight. After any of these the workers are stopped at once (a plain
+DataLoader leaves them running until the garbage collector frees its iterator, and then waits
+5 s for each), and the next epoch starts fresh ones, persistent or not. It needs
+``num_workers > 0``: a hang in the main process is your own stack, which
+``faulthandler.dump_traceback_later`` prints.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional
 
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from labkit.doctor import memory_facts
 from labkit.eventlog import SharedLog
 
 _DUMP_SIGNAL = getattr(signal, "SIGUSR1", None)
@@ -33,6 +37,10 @@ _HANG_FIX = ("Fix: find the call in the stacks above; set a timeout on I/O there
              "for fork-after-threads and thread oversubscription")
 _DEATH_FIX = ("Fix: exit code -9 is usually the out-of-memory killer, -7 (SIGBUS) a full /dev/shm: lower "
               "num_workers, prefetch_factor or the batch size; `labkit doctor` estimates both")
+_LOST_BATCH = ("No worker is inside the dataset, so the wait is in collate_fn or a finished batch was lost: a "
+               "worker that cannot move a batch it returned into a full /dev/shm prints 'unable to allocate "
+               "shared memory ... No space left on device' on its stderr and drops the batch. /dev/shm: {shm}. "
+               "If it is nearly full: lower num_workers, prefetch_factor or the batch size (`labkit doctor`)")
 
 
 class LoaderHangError(RuntimeError):
@@ -109,6 +117,13 @@ def _failed(log: SharedLog) -> List[Dict[str, Any]]:
     return [r for r in log.records() if r["event"] == "error"]
 
 
+def _shm_state() -> str:
+    facts = memory_facts()
+    if not facts.shm_total:
+        return "none on this OS"
+    return f"{facts.shm_free / 2**20:.1f} MiB free of {facts.shm_total / 2**20:.1f} MiB"
+
+
 def _stop_workers(iterator: Any) -> None:
     """Stop every worker now (stuck ones will not answer a polite shutdown)."""
     from torch.utils.data._utils import signal_handling
@@ -149,17 +164,24 @@ class WatchedLoader:
                 message = str(e)
                 if isinstance(e, RuntimeError) and "timed out" in message:
                     report = self.diagnose(iterator, f"no batch arrived for {self.timeout:g} s", _HANG_FIX)
-                    _stop_workers(iterator)
+                    self._stop(iterator)
                     raise LoaderHangError(report) from None
                 if isinstance(e, RuntimeError) and ("killed by signal" in message or "exited unexpectedly" in message):
                     report = self.diagnose(iterator, f"a worker died ({message.splitlines()[0]})", _DEATH_FIX)
-                    _stop_workers(iterator)
+                    self._stop(iterator)
                     raise LoaderWorkerError(report) from None
                 # An exception raised inside a worker keeps its type; a note says what was being fetched
                 # (shown under the traceback from Python 3.11; kept in __notes__ before that).
                 e.__notes__ = [*getattr(e, "__notes__", []), self._in_flight_summary()]
+                self._stop(iterator)
                 raise
             yield batch
+
+    def _stop(self, iterator: Any) -> None:
+        """Stop ``iterator``'s workers; a persistent loader then starts new ones for its next epoch."""
+        _stop_workers(iterator)
+        if getattr(self.loader, "_iterator", None) is iterator:
+            self.loader._iterator = None
 
     def _in_flight_summary(self) -> str:
         failed = _failed(self.log)
@@ -195,6 +217,8 @@ class WatchedLoader:
             lines.append(line)
             if worker_id in busy and w.is_alive():
                 lines.extend("      " + frame for frame in self._stack(worker_id))
+        if not busy:
+            lines.append(_LOST_BATCH.format(shm=_shm_state()))
         lines.append(fix)
         return "\n".join(lines)
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
+import tempfile
+from collections import Counter
+from typing import Dict, List
 
 import pytest
 
@@ -41,6 +46,49 @@ def corrupt_photos(tmp_path) -> str:
     spec = PhotoSpec(n=30, classes=3, width=96, height=72, seed=3, corrupt=0.3)
     make_photos(root, spec, workers=1, progress=False)
     return root
+
+
+_SHM = "/dev/shm"
+_SHM_PREFIXES = ("torch_", "psm_")  # torch's file_system strategy; multiprocessing.shared_memory (labkit.pipeline)
+
+
+def _open_resources() -> Dict[str, List[str]]:
+    """What this process holds that a fault could leak: file descriptors, mapped /dev/shm segments
+    (named or already unlinked), /dev/shm names and labkit temporary files."""
+    gc.collect()  # objects that only a reference cycle keeps alive are not leaks
+    found: Dict[str, List[str]] = {
+        "/dev/shm names": sorted(n for n in os.listdir(_SHM) if n.startswith(_SHM_PREFIXES))
+        if os.path.isdir(_SHM) else [],
+        "labkit temporary files": sorted(n for n in os.listdir(tempfile.gettempdir()) if n.startswith("labkit-")),
+    }
+    if os.path.isdir("/proc/self/fd"):  # Linux; elsewhere the checks above still run
+        fds = []
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                fds.append(f"{fd} -> {os.readlink(f'/proc/self/fd/{fd}')}")
+            except OSError:  # the descriptor listdir itself used, closed by now
+                pass
+        found["file descriptors"] = sorted(fds)
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            found["/dev/shm mappings"] = sorted(line.split(None, 5)[-1].strip() for line in f if _SHM + "/" in line)
+    return found
+
+
+@pytest.fixture()
+def no_leaks():
+    """Fails the test if it leaves worker processes, open file descriptors or shared memory behind.
+
+    Workers must be stopped by the code under test: they are counted before the garbage
+    collector runs, since a DataLoader iterator freed by it waits 5 s for each worker.
+    """
+    before = _open_resources()
+    yield
+    alive = multiprocessing.active_children()
+    assert not alive, f"worker processes still running after the test: {[p.pid for p in alive]}"
+    after = _open_resources()
+    grown = {kind: sorted((Counter(after[kind]) - Counter(before[kind])).elements()) for kind in after
+             if len(after[kind]) > len(before[kind])}
+    assert not grown, f"left behind: {grown}"
 
 
 def files_under(root: str):

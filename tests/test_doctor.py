@@ -21,9 +21,9 @@ def test_docker_default_shm_fails_a_float_loader_with_the_fix():
     plan = LoaderPlan(workers=8, prefetch=4, batch=64, image=(3, 256, 256), bytes_per_value=4)
     docker = MemoryFacts(64 * GIB, 48 * GIB, shm_total=64 * 2**20, shm_free=64 * 2**20)  # docker's 64 MB
     finding = _levels(plan, facts=docker)["shared memory"]
-    assert finding.level == "fail" and "Bus error" in finding.message and "--shm-size" in finding.fix
+    assert finding.level == "fail" and "No space left on device" in finding.message and "--shm-size" in finding.fix
     assert _levels(plan)["shared memory"].level == "ok"
-    assert plan.in_flight_bytes == 8 * 4 * 64 * 3 * 256 * 256 * 4
+    assert plan.shm_bytes == (8 * 4 + 2) * 64 * 3 * 256 * 256 * 4  # + the batch in use and the next one
 
 
 def test_eight_gpus_times_eight_workers_is_the_seed_trap():

@@ -1,14 +1,17 @@
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 
+import pytest
 import torch
 from torch.utils.data import DataLoader
 
 from labkit.collate import stack_uint8
-from labkit.datasets import DecodedArrayDataset
+from labkit.datasets import DecodedArrayDataset, SampleError
 from labkit.loader import make_loader
+from labkit.packfile import PackReader
 from labkit.profiling import ProfiledLoader
 from labkit.samplers import BlockShuffleSampler
 from labkit.watchdog import WatchedLoader
@@ -53,3 +56,21 @@ def test_labkit_profile_switch_needs_no_code_change(decoded_pack):
     quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
                            cwd=ROOT)
     assert "LABKIT_PROFILE" not in quiet.stderr
+
+
+def test_a_damaged_sample_through_the_factory_is_named_and_leaves_nothing_behind(decoded_pack, tmp_path,
+                                                                                 monkeypatch, no_leaks):
+    monkeypatch.delenv("LABKIT_PROFILE", raising=False)
+    damaged = str(tmp_path / "damaged.pack")
+    shutil.copy(decoded_pack, damaged)
+    reader = PackReader(damaged)
+    offset, name = int(reader.records["offset"][5]), reader.paths[5]
+    with open(damaged, "r+b") as f:
+        f.seek(offset + 3)
+        f.write(bytes([f.read(1)[0] ^ 0xFF]))
+    # make_loader's workers are persistent: after the fault the next epoch must start fresh ones.
+    loader = make_loader(DecodedArrayDataset(damaged), batch_size=4, shuffle=False, num_workers=2, hang_timeout=30)
+    for epoch in range(2):
+        with pytest.raises(SampleError, match=f"sample 5 \\({name!r}\\)"):
+            for batch in loader:
+                pass

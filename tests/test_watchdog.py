@@ -29,7 +29,7 @@ def wait_for_dead_mount():
 
 
 @pytest.mark.timeout(60)
-def test_stuck_worker_is_named_with_its_sample_and_stack_and_leaves_nothing_behind():
+def test_stuck_worker_is_named_with_its_sample_and_stack_and_leaves_nothing_behind(no_leaks):
     loader = watched_loader(StuckAt(stuck=5), timeout=2, batch_size=1, num_workers=2)
     got = []
     t0 = time.monotonic()
@@ -46,7 +46,7 @@ def test_stuck_worker_is_named_with_its_sample_and_stack_and_leaves_nothing_behi
 
 
 @pytest.mark.timeout(60)
-def test_healthy_loader_passes_through_untouched():
+def test_healthy_loader_passes_through_untouched(no_leaks):
     loader = watched_loader(StuckAt(stuck=-1), timeout=5, batch_size=4, num_workers=2)
     assert [int(x) for b in loader for x in b] == list(range(16)) and len(loader) == 4
 
@@ -76,7 +76,7 @@ class RaisesAt(StuckAt):
 
 
 @pytest.mark.timeout(60)
-def test_killed_worker_is_named_with_its_samples_and_nothing_is_left_behind():
+def test_killed_worker_is_named_with_its_samples_and_nothing_is_left_behind(no_leaks):
     loader = watched_loader(DiesAt(stuck=6), timeout=20, batch_size=2, num_workers=2)
     with pytest.raises(LoaderWorkerError) as err:
         list(loader)
@@ -87,9 +87,18 @@ def test_killed_worker_is_named_with_its_samples_and_nothing_is_left_behind():
 
 
 @pytest.mark.timeout(60)
-def test_exception_in_a_worker_keeps_its_type_and_says_what_was_in_flight():
+def test_exception_in_a_worker_keeps_its_type_and_says_what_was_in_flight(no_leaks):
     loader = watched_loader(RaisesAt(stuck=9), timeout=20, batch_size=2, num_workers=2)
     with pytest.raises(ValueError, match="corrupt record") as err:
         list(loader)
     notes = getattr(err.value, "__notes__", [])
     assert any("worker 0 while fetching samples [8, 9]" in n and "/mnt/nfs/sample-8.jpg" in n for n in notes), notes
+
+
+@pytest.mark.timeout(60)
+def test_after_a_fault_a_persistent_loader_starts_fresh_workers(no_leaks):
+    loader = watched_loader(RaisesAt(stuck=9), timeout=20, batch_size=2, num_workers=2, persistent_workers=True)
+    for epoch in range(2):
+        with pytest.raises(ValueError, match="corrupt record"):
+            list(loader)
+        assert multiprocessing.active_children() == [], f"epoch {epoch} left its workers running"
