@@ -1,29 +1,23 @@
 import os
 import pickle
 import struct
-import zlib
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
 
+from labkit import packfuzz
 from labkit.decode import decode_pil
-from labkit.packfile import (HEADER_SIZE, RECORD_DTYPE, ChecksumMismatchError, CorruptIndexError,
-                             EntryOutOfBoundsError, NotAPackError, PackError, PackReader, PackWriter,
-                             TruncatedPackError, UnsupportedVersionError, verify_pack)
+from labkit.packfile import (HEADER_SIZE, ChecksumMismatchError, CorruptIndexError, EntryOutOfBoundsError,
+                             NotAPackError, PackReader, PackWriter, TruncatedPackError, UnsupportedVersionError,
+                             verify_pack)
+from labkit.packfuzz import SAMPLE_BLOBS as BLOBS, SAMPLE_LABELS as LABELS, patch, record_offset
 
 from conftest import OUT
 
-BLOBS = [b"first sample", b"", b"\x00\xff" * 100, os.urandom(333)]
-NAMES = ["a/0.jpg", "a/empty.jpg", b"b/caf\xe9.jpg", "b/3.jpg"]
-LABELS = [0, 0, 1, 1]
-
 
 def _write(path, alignment=1):
-    with PackWriter(path, ["a", "b"], alignment=alignment) as w:
-        for blob, label, name in zip(BLOBS, LABELS, NAMES):
-            w.add(blob, label, name)
-    return path
+    return packfuzz.write_sample_pack(path, alignment)
 
 
 @pytest.fixture()
@@ -84,20 +78,14 @@ def test_writer_refuses_bad_samples(tmp_path):
             w.add(np.zeros((3, 2, 2), np.uint8), 5, "a/y.jpg")
 
 
-def _patch(path, offset, data):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        f.write(data)
-
-
 def test_wrong_magic(small_pack):
-    _patch(small_pack, 0, b"NOTAPACK")
+    patch(small_pack, 0, b"NOTAPACK")
     with pytest.raises(NotAPackError, match="not a labkit pack"):
         PackReader(small_pack)
 
 
 def test_unknown_version(small_pack):
-    _patch(small_pack, 8, struct.pack("<I", 99))
+    patch(small_pack, 8, struct.pack("<I", 99))
     with pytest.raises(UnsupportedVersionError, match="version 99"):
         PackReader(small_pack)
 
@@ -111,41 +99,23 @@ def test_truncated(small_pack, keep):
         PackReader(small_pack)
 
 
-def _resign_trailer(path):
-    """Recompute the trailer and header CRCs, as someone editing the index on purpose would."""
-    from labkit.packfile import _HEADER
-
-    with open(path, "r+b") as f:
-        head = bytearray(f.read(HEADER_SIZE))
-        fields = list(_HEADER.unpack_from(head))
-        f.seek(fields[5])
-        fields[-1] = zlib.crc32(f.read())
-        packed = _HEADER.pack(*fields)
-        f.seek(0)
-        f.write(packed + struct.pack("<I", zlib.crc32(packed)))
-
-
-def _record_offset(path, i):
-    return PackReader(path).layout.records_offset + i * RECORD_DTYPE.itemsize
-
-
 def test_index_entry_past_the_end_names_the_sample(small_pack):
     size = os.path.getsize(small_pack)
-    _patch(small_pack, _record_offset(small_pack, 3), struct.pack("<Q", size + 10))
-    _resign_trailer(small_pack)
+    patch(small_pack, record_offset(small_pack, 3), struct.pack("<Q", size + 10))
+    packfuzz.resign(small_pack)
     with pytest.raises(EntryOutOfBoundsError, match=r"sample 3 \('b/3.jpg'\)"):
         PackReader(small_pack)
 
 
 def test_unsigned_index_edit_is_caught(small_pack):
-    _patch(small_pack, _record_offset(small_pack, 1) + 16, struct.pack("<i", 1))
+    patch(small_pack, record_offset(small_pack, 1) + 16, struct.pack("<i", 1))
     with pytest.raises(CorruptIndexError, match="index checksum"):
         PackReader(small_pack)
 
 
 def test_checksum_mismatch_names_sample_on_read_and_verify(small_pack):
     offset = int(PackReader(small_pack).records["offset"][3])
-    _patch(small_pack, offset + 7, b"\x42\x43")
+    patch(small_pack, offset + 7, b"\x42\x43")
     r = PackReader(small_pack)
     assert r.read(0) == BLOBS[0]
     with pytest.raises(ChecksumMismatchError, match=r"sample 3 \('b/3.jpg'\)"):
@@ -166,61 +136,45 @@ def test_missing_file_says_how_to_make_one(tmp_path):
 
 
 # -- damaged files: a named PackError or the original bytes, never anything else -------------------------
-
-def _assert_reads_are_safe(path):
-    try:
-        r = PackReader(path)
-    except PackError as e:
-        assert os.path.basename(path) in str(e)
-        return
-    for i in range(len(r)):
-        try:
-            assert r.read(i) == BLOBS[i], f"sample {i} silently changed"
-        except PackError as e:
-            assert f"sample {i}" in str(e)
-
+# The strategies and the promise are shared with the long run, benchmarks/fuzz_pack.py.
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
-@FUZZ
-@given(st.data())
-def test_fuzz_truncation(tmp_path, data):
-    path = _write(str(tmp_path / "fuzz.pack"))
-    size = os.path.getsize(path)
-    with open(path, "r+b") as f:
-        f.truncate(data.draw(st.integers(0, size - 1)))
-    _assert_reads_are_safe(path)
+def _keeps_promise(tmp_path, mutation):
+    packfuzz.check_promise(packfuzz.damaged_copy(str(tmp_path / "fuzz.pack"), mutation))
 
 
 @FUZZ
-@given(st.data())
-def test_fuzz_flipped_bytes(tmp_path, data):
-    path = _write(str(tmp_path / "fuzz.pack"))
-    size = os.path.getsize(path)
-    for _ in range(data.draw(st.integers(1, 4))):
-        pos = data.draw(st.integers(0, size - 1))
-        with open(path, "r+b") as f:
-            f.seek(pos)
-            byte = f.read(1)[0]
-            f.seek(pos)
-            f.write(bytes([byte ^ data.draw(st.integers(1, 255))]))
-    _assert_reads_are_safe(path)
+@given(packfuzz.truncations())
+def test_fuzz_truncation(tmp_path, mutation):
+    _keeps_promise(tmp_path, mutation)
 
 
 @FUZZ
-@given(st.data())
-def test_fuzz_edited_and_resigned_index(tmp_path, data):
-    path = _write(str(tmp_path / "fuzz.pack"))
-    i = data.draw(st.integers(0, len(BLOBS) - 1))
-    field = data.draw(st.sampled_from(["offset", "length", "label", "crc32"]))
-    fmt = {"offset": "<Q", "length": "<Q", "label": "<i", "crc32": "<I"}[field]
-    bits = 8 * struct.calcsize(fmt)
-    lo, hi = (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1) if fmt == "<i" else (0, 2**bits - 1)
-    value = data.draw(st.integers(lo, hi))
-    original = PackReader(path).records[field][i]
-    _patch(path, _record_offset(path, i) + RECORD_DTYPE.fields[field][1], struct.pack(fmt, value))
-    _resign_trailer(path)
-    if value == original:
-        return
-    _assert_reads_are_safe(path)
+@given(packfuzz.flips())
+def test_fuzz_flipped_bytes(tmp_path, mutation):
+    _keeps_promise(tmp_path, mutation)
+
+
+@FUZZ
+@given(packfuzz.record_edits())
+def test_fuzz_edited_and_resigned_index(tmp_path, mutation):
+    _keeps_promise(tmp_path, mutation)
+
+
+@FUZZ
+@given(packfuzz.header_edits())
+def test_fuzz_edited_and_resigned_header(tmp_path, mutation):
+    _keeps_promise(tmp_path, mutation)
+
+
+def test_the_promise_check_catches_a_reader_that_breaks_it(tmp_path, monkeypatch):
+    path = _write(str(tmp_path / "p.pack"))
+    assert packfuzz.check_promise(path) == "read"
+    monkeypatch.setattr(PackReader, "read", lambda self, i: b"changed")
+    with pytest.raises(packfuzz.BrokenPromise, match="sample 0 came back changed"):
+        packfuzz.check_promise(path)
+    monkeypatch.setattr(PackReader, "read", lambda self, i: [][i])
+    with pytest.raises(packfuzz.BrokenPromise, match="IndexError, not a PackError"):
+        packfuzz.check_promise(path)
