@@ -16,7 +16,7 @@ import functools
 import json
 import os
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import torch
@@ -152,9 +152,8 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
     if tuned is not None:
         storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
         decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
-        version = Version(version.id, version.name, storage, decoder, True, tuned.prefetch, False, "device",
-                          reuse_host_buffers=version.reuse_host_buffers,
-                          budget_main_threads=version.budget_main_threads, checksum_reads=version.checksum_reads)
+        version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch=tuned.prefetch,
+                          normalize_in_workers=False, mix="device")
     dataset = _dataset(version, ws, decoder)
     workers = (tuned.workers if tuned else settings.resolved_workers()) if version.workers else 0
     if tuned and tuned.main_threads:

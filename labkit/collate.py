@@ -30,9 +30,9 @@ def _shape_error(what: str, shapes: Sequence[Tuple[int, ...]]) -> ValueError:
 def batch_buffer(shape: Sequence[int], dtype: torch.dtype = torch.uint8) -> torch.Tensor:
     """An uninitialised tensor for a whole batch; inside a DataLoader worker it lives in shared
     memory (as default_collate's output does), so it reaches the main process without a copy."""
-    empty = torch.empty(0, dtype=dtype)
     if get_worker_info() is None:
         return torch.empty(tuple(shape), dtype=dtype)
+    empty = torch.empty(0, dtype=dtype)
     storage = empty._typed_storage()._new_shared(math.prod(shape), device=empty.device)
     return empty.new(storage).resize_(tuple(shape))
 
