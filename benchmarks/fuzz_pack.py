@@ -204,7 +204,7 @@ def main() -> None:
     signal.signal(signal.SIGALRM, _alarm)
 
     try:
-        import atheris  # noqa: F401
+        import atheris  # noqa: F401  (only whether it is installed)
         have_atheris = True
     except ImportError:
         have_atheris = False

@@ -24,7 +24,6 @@ import tarfile
 import time
 from typing import Any, Callable, Dict, List
 
-import torch
 from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import transforms

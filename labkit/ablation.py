@@ -12,7 +12,6 @@ so with the numbers.
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
@@ -24,7 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 
 from labkit.autotune import NO_DECODE, Config, autotune
-from labkit.collate import MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
+from labkit.collate import MixUp, MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
 from labkit.datasets import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                              PackedDataset)
 from labkit.decode import DECODERS, decode, decode_jpeg_batch
@@ -199,10 +198,8 @@ def _gpu_decoded(loader: Iterable, device: torch.device, mix: Callable) -> Itera
 def device_batches(version: Version, loader: DataLoader, settings: Settings, classes: int) -> Iterable:
     """The loader followed by the device stage: copy, normalise and mix where the version says."""
     device = settings.resolved_device()
-    generator = torch.Generator().manual_seed(settings.seed)
     buffers = HostBuffers(keep=4 if version.reuse_host_buffers else 0)
-    mix = (functools.partial(mix_batch, num_classes=classes, generator=generator, buffers=buffers)
-           if version.mix == "device" else None)
+    mix = MixUp(classes, seed=settings.seed, buffers=buffers) if version.mix == "device" else None
     if version.storage == "bytes":
         return _gpu_decoded(loader, device, mix or (lambda images, labels: (images, labels)))
     normalize = None if version.normalize_in_workers else (IMAGENET_MEAN, IMAGENET_STD)
@@ -277,20 +274,23 @@ def _folder_files(ws: Workspace) -> List[str]:
     return list(scan_image_folder(ws.folder).relpaths)
 
 
-def device_stage_ms(settings: Settings, classes: int, reuse: bool, repeats: int = 5) -> float:
-    """What normalising and mixing one uint8 batch costs on the device: free-ish on a GPU, not on a CPU
-    unless its float buffers are reused (``reuse``)."""
+def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int = 5) -> float:
+    """What normalising and mixing one uint8 batch costs on the device: as two passes into fresh
+    tensors (``fused=False``, the textbook way), or as v5+ do it — `MixUp` folded into the
+    normalisation, written into reused buffers (``fused=True``). Cheap on a GPU, not on a CPU."""
     device = settings.resolved_device()
-    buffers = HostBuffers(keep=4 if reuse else 0)
     images = torch.randint(0, 256, (settings.batch_size, 3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8,
                            device=device)
     labels = torch.arange(settings.batch_size, device=device) % classes
+    if fused:
+        stage = iter(DevicePrefetcher([(images, labels)] * (repeats + 1), device, mix=MixUp(classes)))
+    else:
+        stage = (mix_batch(normalize_uint8(images), labels, classes) for _ in range(repeats + 1))
     times = []
     for _ in range(repeats + 1):
         t0 = time.perf_counter()
-        normalized = normalize_uint8(images, out=buffers.empty(images.shape, torch.float32, device))
-        mixed = mix_batch(normalized, labels, classes, buffers=buffers)
-        del normalized, mixed
+        batch = next(stage)
+        del batch
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
@@ -396,10 +396,10 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     notes = seed_notes(results, settings.batch_size) + ([tuned_note] if tuned_note else [])
     notes.append("decoders timed on one core here (ms/image): " +
                  ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items()) + f"; v5 uses {fastest}")
-    fresh, reused = (device_stage_ms(settings, len(ws.classes), reuse) for reuse in (False, True))
+    separate, fused = (device_stage_ms(settings, len(ws.classes), f) for f in (False, True))
     notes.append(f"device stage (normalise + MixUp of one uint8 batch on {device}, {torch.get_num_threads()} "
-                 f"threads): {fresh:.1f} ms into fresh tensors, {reused:.1f} ms into reused ones (v5 on); alone "
-                 f"it caps those versions at {settings.batch_size / reused * 1000:.0f} images/s"
+                 f"threads): {separate:.1f} ms as two passes into fresh tensors, {fused:.1f} ms fused into reused "
+                 f"ones (v5 on); alone it caps those versions at {settings.batch_size / fused * 1000:.0f} images/s"
                  + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else ""))
     notes.append("cold run: page cache dropped before each version (posix_fadvise)" if settings.cold else
                  "warm run: files stay in the page cache between versions (--cold drops them)")

@@ -15,7 +15,6 @@ tested on a cost model; `autotune` plugs in real loaders over a pack.
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -23,7 +22,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.collate import mix_batch, stack_uint8
+from labkit.collate import MixUp, stack_uint8
 from labkit.datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode import DECODERS
 from labkit.doctor import memory_facts
@@ -161,10 +160,7 @@ def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size
     parallel = dict(prefetch_factor=config.prefetch, persistent_workers=True) if config.workers else {}
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=config.workers,
                         collate_fn=stack_uint8, pin_memory=torch.cuda.is_available(), **parallel)
-    prefetcher = DevicePrefetcher(loader)
-    prefetcher.mix = functools.partial(mix_batch, num_classes=classes, generator=torch.Generator().manual_seed(0),
-                                       buffers=prefetcher.buffers)
-    return prefetcher
+    return DevicePrefetcher(loader, mix=MixUp(classes))
 
 
 def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64, size: int = 256,

@@ -161,6 +161,18 @@ def one_hot(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
     return torch.nn.functional.one_hot(labels.long(), num_classes).to(torch.float32)
 
 
+def draw_mix(batch_size: int, alpha: float, generator: torch.Generator) -> Tuple[float, torch.Tensor]:
+    """A mixing weight ``lam ~ Beta(alpha, alpha)`` and the partner permutation, as `mix_batch` draws them."""
+    lam = float(np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator))).beta(alpha, alpha))
+    return lam, torch.randperm(batch_size, generator=generator)
+
+
+def mixed_targets(labels: torch.Tensor, perm: torch.Tensor, lam: float, num_classes: int) -> torch.Tensor:
+    """Soft labels of a mixed batch: ``lam·onehot(y) + (1−lam)·onehot(y[perm])``."""
+    targets = one_hot(labels, num_classes)
+    return targets * lam + targets[perm.to(targets.device)] * (1 - lam)
+
+
 def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode: str = "mixup",
               alpha: float = 0.2, generator: Optional[torch.Generator] = None,
               buffers: Optional[HostBuffers] = None) -> Batch:
@@ -175,9 +187,8 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode
         raise ValueError(f"mode must be 'mixup' or 'cutmix', got {mode!r}")
     if generator is None:
         generator = torch.Generator().manual_seed(int(torch.randint(2**62, (1,))))
-    lam = float(np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator))).beta(alpha, alpha))
-    perm = torch.randperm(len(images), generator=generator).to(images.device)
-    targets = one_hot(labels, num_classes).to(images.device)
+    lam, perm = draw_mix(len(images), alpha, generator)
+    perm = perm.to(images.device)
     if mode == "mixup":
         work = images.to(torch.float32) if not images.is_floating_point() else images
         partner = None if buffers is None else buffers.empty(work.shape, work.dtype, work.device)
@@ -193,7 +204,34 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode
         mixed = images.clone()
         mixed[..., y0:y1, x0:x1] = images.index_select(0, perm)[..., y0:y1, x0:x1]
         lam = 1 - (y1 - y0) * (x1 - x0) / (h * w)
-    return mixed, targets * lam + targets[perm] * (1 - lam)
+    return mixed, mixed_targets(labels.to(images.device), perm, lam, num_classes)
+
+
+class MixUp:
+    """MixUp of whole batches on the device: the ``mix`` to give `labkit.transfer.DevicePrefetcher`.
+
+    Called as ``mixup(images, labels)`` it is `mix_batch` with its own seeded generator.
+    The prefetcher recognises it and mixes uint8 batches while normalising them, in one
+    pass (normalisation is affine, so mixing before or after it gives the same batch):
+    on a CPU that halves the device stage. ``buffers``: where a float MixUp writes.
+    """
+
+    def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0,
+                 buffers: Optional[HostBuffers] = None) -> None:
+        if alpha <= 0:
+            raise ValueError(f"MixUp alpha must be > 0, got {alpha}")
+        self.num_classes, self.alpha, self.buffers = num_classes, alpha, buffers
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def draw(self, batch_size: int) -> Tuple[float, torch.Tensor]:
+        """The next batch's weight and partner permutation."""
+        return draw_mix(batch_size, self.alpha, self.generator)
+
+    def targets(self, labels: torch.Tensor, perm: torch.Tensor, lam: float) -> torch.Tensor:
+        return mixed_targets(labels, perm, lam, self.num_classes)
+
+    def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> Batch:
+        return mix_batch(images, labels, self.num_classes, "mixup", self.alpha, self.generator, self.buffers)
 
 
 class MixCollate:

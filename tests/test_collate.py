@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from labkit.collate import (CutMixCollate, MixUpCollate, batch_buffer, detection_collate, graph_collate, mix_batch,
-                            pad_collate, stack_uint8)
+from labkit.collate import (CutMixCollate, MixUp, MixUpCollate, batch_buffer, detection_collate, graph_collate,
+                            mix_batch, pad_collate, stack_uint8)
 
 
 def _images(n=8, size=(3, 16, 16)):
@@ -151,3 +151,19 @@ class _SharedProbe(torch.utils.data.Dataset):
 def test_batch_buffer_is_in_shared_memory_only_inside_workers():
     assert not batch_buffer((2, 3)).is_shared()
     assert list(DataLoader(_SharedProbe(), batch_size=None, num_workers=1)) == [True, True]
+
+
+def test_mixup_object_is_mix_batch_with_its_own_seeded_generator():
+    images, labels = stack_uint8(_images())
+    a, b = MixUp(3, alpha=1.0, seed=2), MixUp(3, alpha=1.0, seed=2)
+    for _ in range(3):
+        mixed, soft = a(images.float(), labels)
+        ref = mix_batch(images.float(), labels, 3, "mixup", 1.0, b.generator)
+        assert torch.equal(mixed, ref[0]) and torch.equal(soft, ref[1])
+    lam, perm = MixUp(3, alpha=1.0, seed=2).draw(8)
+    assert 0 <= lam <= 1 and sorted(perm.tolist()) == list(range(8))
+    soft = MixUp(3).targets(labels, perm, lam)
+    assert torch.allclose(soft.sum(1), torch.ones(8))
+    assert torch.allclose(soft[torch.arange(8), labels], torch.where(labels == labels[perm], 1.0, lam))
+    with pytest.raises(ValueError, match="alpha"):
+        MixUp(3, alpha=0)

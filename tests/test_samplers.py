@@ -2,7 +2,6 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 from hypothesis import given, settings, strategies as st
 from torch.utils.data import DataLoader, Dataset
 

@@ -1,4 +1,3 @@
-import itertools
 import multiprocessing as mp
 import queue
 

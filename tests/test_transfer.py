@@ -2,10 +2,12 @@ import functools
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torchvision.transforms import v2
 
-from labkit.collate import mix_batch
-from labkit.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
+from labkit.collate import MixUp, mix_batch
+from labkit.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_mix_uint8, normalize_uint8
 
 
 def _batches(n=4, batch=6):
@@ -89,3 +91,39 @@ def test_cpu_prefetcher_reuses_memory_but_never_overwrites_a_batch_you_keep():
     reference = functools.partial(mix_batch, num_classes=3, generator=torch.Generator().manual_seed(0))
     for (raw, labels), images in zip(batches, mixed):
         assert torch.allclose(images, reference(normalize_uint8(raw), labels)[0], atol=1e-6)
+
+
+@given(lam=st.floats(0, 1), seed=st.integers(0, 2**31), n=st.integers(1, 5))
+@settings(max_examples=40, deadline=None)
+def test_fused_normalize_and_mix_equals_normalize_then_mix(lam, seed, n):
+    g = torch.Generator().manual_seed(seed)
+    images = torch.randint(0, 256, (n, 3, 5, 7), dtype=torch.uint8, generator=g)
+    perm = torch.randperm(n, generator=g)
+    normalized = normalize_uint8(images)
+    reference = normalized[perm].lerp_(normalized, lam)  # lam·x + (1−lam)·x[perm], as mix_batch computes it
+    before = images.clone()
+    fused = normalize_mix_uint8(images, perm, lam)
+    assert fused.dtype == torch.float32 and torch.equal(images, before)
+    assert torch.allclose(fused, reference, atol=1e-5)
+
+
+def test_prefetcher_folds_mixup_into_normalisation_with_the_same_draws():
+    batches = _batches(n=5)
+    prefetcher = DevicePrefetcher(batches, "cpu", mix=MixUp(3, alpha=1.0, seed=7))
+    fused = [(images.clone(), soft) for images, soft in prefetcher]
+    unfused = MixUp(3, alpha=1.0, seed=7)
+    assert unfused.buffers is None
+    for (raw, labels), (images, soft) in zip(batches, fused):
+        ref_images, ref_soft = unfused(normalize_uint8(raw), labels)
+        assert torch.allclose(images, ref_images, atol=1e-5) and torch.allclose(soft, ref_soft)
+    assert any(not torch.allclose(images, normalize_uint8(raw), atol=1e-3)
+               for (raw, _), (images, _) in zip(batches, fused))
+
+
+def test_prefetcher_keeps_mixup_unfused_for_float_batches():
+    batches = [(normalize_uint8(raw), labels) for raw, labels in _batches(n=2)]
+    out = list(DevicePrefetcher(batches, "cpu", mix=MixUp(3, alpha=1.0, seed=7)))
+    reference = MixUp(3, alpha=1.0, seed=7)
+    for (images, labels), (mixed, soft) in zip(batches, out):
+        ref_images, ref_soft = reference(images, labels)
+        assert torch.equal(mixed, ref_images) and torch.equal(soft, ref_soft)
