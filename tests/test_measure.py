@@ -55,3 +55,14 @@ def test_passes_continue_one_stream_instead_of_abandoning_epochs_midway():
     measure_loader(loader, runs=3, warmup_runs=1, max_batches=2, on_batch=lambda b: seen.append(int(b[0])))
     assert seen == [0, 1, 2, 3, 4, 0, 1, 2]  # nothing fetched and thrown away between passes
     assert loader.handed_out == seen and loader.iterators == 2
+
+
+def test_spread_indices_cover_the_whole_set_evenly():
+    from labkit.measure import spread_indices
+
+    assert list(spread_indices(10, 5)) == [0, 2, 4, 6, 8]
+    assert list(spread_indices(3, 8)) == [0, 1, 2]
+    picked = list(spread_indices(2000, 64))
+    assert len(picked) == 64 and picked[-1] >= 1900 and len(set(picked)) == 64
+    with pytest.raises(ValueError, match="count"):
+        spread_indices(0, 4)
