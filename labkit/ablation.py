@@ -152,7 +152,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
         storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
         decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
         version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch=tuned.prefetch,
-                          normalize_in_workers=False, mix="device")
+                          normalize_in_workers=False, mix="device", sampler=tuned.sampler)
     dataset = _dataset(version, ws, decoder)
     workers = (tuned.workers if tuned else settings.resolved_workers()) if version.workers else 0
     if tuned and tuned.main_threads:
@@ -162,8 +162,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
     else:
         main_threads = torch.get_num_threads()
     if version.sampler == "block":
-        sampler = BlockShuffleSampler(len(dataset), block_size=max(settings.batch_size, len(dataset) // 16),
-                                      window=4, seed=settings.seed)
+        sampler = BlockShuffleSampler.for_batches(len(dataset), settings.batch_size, settings.seed)
     else:
         sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(settings.seed))
     if version.mix == "collate":
@@ -382,7 +381,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
             tuned = tune.best
             tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {tuned.decoder}, "
                           f"{tuned.workers} workers, prefetch_factor {tuned.prefetch}, main threads "
-                          f"{tuned.main_threads or 'default'}")
+                          f"{tuned.main_threads or 'default'}, {tuned.sampler} batches")
             if progress:
                 print(f"  {tuned_note}")
         decoder = fastest if version.decoder == "fastest" else version.decoder

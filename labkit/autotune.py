@@ -1,4 +1,5 @@
-"""Pick decoder, num_workers, prefetch_factor and main-process threads by measuring, under a memory budget.
+"""Pick decoder, num_workers, prefetch_factor, batch layout and main-process threads by measuring, under a
+memory budget.
 
 PyTorch has no autotuner; tf.data's AUTOTUNE is the peer, and its users meet out-of-memory
 kills because it optimises speed alone. This one treats memory as a constraint first: a
@@ -6,7 +7,8 @@ configuration whose in-flight batches would not fit half of /dev/shm is not even
 and one whose measured RSS (main process + workers) goes over the RAM budget is rejected.
 For each decoder it adds workers one at a time and stops as soon as one more worker buys
 less than ``min_gain``; then it tries a deeper prefetch on the best worker count, and the
-main process's thread count on the winner. What it measures is the whole pipeline up to
+main process's thread count and the batch layout (random batches, or locality-aware ones from
+`labkit.samplers.BlockShuffleSampler`) on the winner. What it measures is the whole pipeline up to
 the device: the loader, then normalisation and MixUp (`labkit.transfer.DevicePrefetcher`).
 
 The search (`search`) takes any ``measure(config) -> (images/s, peak RSS bytes)``, so it can be
@@ -16,18 +18,19 @@ tested on a cost model; `autotune` plugs in real loaders over a pack.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 
 from labkit.collate import MixUp, stack_uint8
 from labkit.datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode import DECODERS
-from labkit.doctor import memory_facts
+from labkit.doctor import memory_facts, shm_batches
 from labkit.measure import describe_machine, machine_info, measure_loader
 from labkit.procmem import PeakRss
+from labkit.samplers import BlockShuffleSampler
 from labkit.settings import usable_cpus
 from labkit.transfer import DevicePrefetcher
 
@@ -40,6 +43,7 @@ class Config:
     workers: int
     prefetch: int = 2
     main_threads: int = 0  # torch threads in the main process; 0: leave torch's default
+    sampler: str = "random"  # batch layout: "random", or "block" (BlockShuffleSampler: batched reads stay local)
 
 
 @dataclass(frozen=True)
@@ -76,16 +80,16 @@ class TuneResult:
     machine: Dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        lines = [f"{'decoder':<22}{'workers':>8}{'prefetch':>9}{'threads':>8}{'images/s':>10}{'peak RSS MB':>13}"
-                 "  verdict"]
+        lines = [f"{'decoder':<22}{'workers':>8}{'prefetch':>9}{'threads':>8}{'batches':>8}{'images/s':>10}"
+                 f"{'peak RSS MB':>13}  verdict"]
         for t in self.trials:
             threads = t.config.main_threads or "-"
             lines.append(f"{t.config.decoder:<22}{t.config.workers:>8}{t.config.prefetch:>9}{threads:>8}"
-                         f"{t.images_per_s:>10.1f}{t.peak_rss / 2**20:>13.0f}  {t.verdict}")
+                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_rss / 2**20:>13.0f}  {t.verdict}")
         b = self.best
         lines.append(f"decision: decoder={b.decoder}, num_workers={b.workers}, prefetch_factor={b.prefetch}, main "
-                     f"threads={b.main_threads or 'default'} -> {self.best_images_per_s:.1f} images/s, within the "
-                     f"budget ({self.budget})")
+                     f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
+                     f"images/s, within the budget ({self.budget})")
         if self.machine:
             lines.insert(0, f"Machine: {describe_machine(self.machine)}")
         return "\n".join(lines)
@@ -102,17 +106,20 @@ Measure = Callable[[Config], Tuple[float, int]]
 
 def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: Budget, batch_bytes: int,
            prefetches: Sequence[int] = (2, 4), min_gain: float = 0.05,
-           main_threads: Sequence[int] = ()) -> TuneResult:
+           main_threads: Sequence[int] = (), samplers: Sequence[str] = ()) -> TuneResult:
     """Grow workers per decoder until it stops paying, then deepen prefetch; stay inside ``budget``.
 
     ``main_threads`` lists torch thread counts to try for the main process on the winner:
     with busy workers fewer threads leave them cores; with idle workers more threads speed
     up the main process's own work (on a CPU-only machine, normalising and mixing).
+    ``samplers`` lists batch layouts to try on the winner after that ("block").
+    A configuration is skipped unmeasured when the /dev/shm it would hold at its peak
+    (`labkit.doctor.shm_batches` batches) is over the budget.
     """
     trials: List[Trial] = []
 
     def attempt(config: Config) -> Optional[Trial]:
-        trial = Trial(config, in_flight=config.workers * config.prefetch * batch_bytes)
+        trial = Trial(config, in_flight=shm_batches(config.workers, config.prefetch) * batch_bytes)
         trials.append(trial)
         if trial.in_flight > budget.shm_bytes:
             trial.verdict = f"skipped: {trial.in_flight / 2**20:.0f} MB in flight > shm budget"
@@ -144,9 +151,15 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
         raise RuntimeError(f"no configuration fits the memory budget ({budget}); lower the batch size or free memory")
     leader = max(accepted, key=lambda t: t.images_per_s).config
     for threads in main_threads:
-        trial = attempt(Config(leader.decoder, leader.workers, leader.prefetch, threads))
+        trial = attempt(replace(leader, main_threads=threads))
         if trial is not None:
             accepted.append(trial)
+    leader = max(accepted, key=lambda t: t.images_per_s).config
+    for sampler in samplers:
+        if sampler != leader.sampler:
+            trial = attempt(replace(leader, sampler=sampler))
+            if trial is not None:
+                accepted.append(trial)
     winner = max(accepted, key=lambda t: t.images_per_s)
     winner.verdict = "chosen"
     return TuneResult(winner.config, winner.images_per_s, budget, trials)
@@ -158,7 +171,9 @@ def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size
     dataset = (DecodedArrayDataset(decoded_pack, check_crc=check_crc) if config.decoder == NO_DECODE
                else PackedDataset(pack, config.decoder, size, check_crc=check_crc))
     parallel = dict(prefetch_factor=config.prefetch, persistent_workers=True) if config.workers else {}
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=config.workers,
+    sampler = (BlockShuffleSampler.for_batches(len(dataset), batch_size) if config.sampler == "block"
+               else RandomSampler(dataset))
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=config.workers,
                         collate_fn=stack_uint8, pin_memory=torch.cuda.is_available(), **parallel)
     return DevicePrefetcher(loader, mix=MixUp(classes))
 
@@ -190,7 +205,8 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
         return result.images_per_s, peak.peak
 
     threads = sorted({1, cpus} - {torch.get_num_threads()})
-    result = search(measure, names, max_workers, budget, batch_size * 3 * size * size, main_threads=threads)
+    result = search(measure, names, max_workers, budget, batch_size * 3 * size * size, main_threads=threads,
+                    samplers=["block"])
     result.machine = machine_info()
     return result
 

@@ -24,6 +24,14 @@ GIB = 2**30
 _THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
+def shm_batches(workers: int, prefetch: int) -> int:
+    """Most batches a loader holds in /dev/shm at once: workers × prefetch_factor made or waiting,
+    the one the training step holds, and the next, which arrives while ``for batch in loader``
+    still holds the last (peaks of workers × prefetch + 1 and + 2 batches were measured in a
+    small /dev/shm). None without workers: the main process makes batches in its own memory."""
+    return workers * prefetch + 2 if workers else 0
+
+
 @dataclass(frozen=True)
 class LoaderPlan:
     """The loader settings to check: per rank, and how many ranks share the node."""
@@ -43,10 +51,8 @@ class LoaderPlan:
 
     @property
     def shm_batches(self) -> int:
-        """Most batches in /dev/shm at once per rank: workers × prefetch_factor made or waiting, the one
-        the training step holds, and the next, which arrives while ``for batch in loader`` still holds
-        the last (peaks of workers × prefetch + 1 and + 2 batches were measured in a small /dev/shm)."""
-        return self.workers * self.prefetch + 2 if self.workers else 0
+        """Most batches in /dev/shm at once per rank (see `shm_batches`)."""
+        return shm_batches(self.workers, self.prefetch)
 
     @property
     def shm_bytes(self) -> int:

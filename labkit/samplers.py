@@ -113,6 +113,12 @@ class BlockShuffleSampler(ResumableSampler):
             raise ValueError(f"block_size and window must be >= 1, got {block_size}, {window}")
         self.n, self.block_size, self.window = int(n), int(block_size), int(window)
 
+    @classmethod
+    def for_batches(cls, n: int, batch_size: int, seed: int = 0) -> "BlockShuffleSampler":
+        """The layout the ablation and the autotuner use: 16 blocks of at least a batch each, shuffled
+        4 at a time, so a batch is read from 4 contiguous runs of the file (8 where windows meet)."""
+        return cls(n, block_size=max(batch_size, n // 16), window=4, seed=seed)
+
     def __len__(self) -> int:
         return self.n
 

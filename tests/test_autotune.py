@@ -38,10 +38,11 @@ def test_ram_budget_caps_workers_whatever_the_speed():
 
 def test_shm_budget_skips_configs_before_running_them():
     model = CostModel(cores=8)
-    result = search(model, [NO_DECODE], max_workers=8, budget=Budget(64 * 2**30, 60 * MB), batch_bytes=BATCH)
-    # 2 workers x prefetch 2 x 12 MiB = 48 MiB fits, 3 x 2 x 12 = 72 MiB does not; prefetch 4 on 2 workers = 96 MiB
+    result = search(model, [NO_DECODE], max_workers=8, budget=Budget(64 * 2**30, 80 * MB), batch_bytes=BATCH)
+    # the doctor's count, workers x prefetch + 2 batches of 12 MiB: 2 workers x 2 -> 72 MiB fits,
+    # 3 x 2 -> 96 MiB does not; prefetch 4 on 2 workers -> 120 MiB does not
     assert result.best == Config(NO_DECODE, 2, 2)
-    assert all(c.workers * c.prefetch * BATCH <= 60 * MB for c in model.calls)
+    assert all((c.workers * c.prefetch + 2) * BATCH <= 80 * MB for c in model.calls if c.workers)
     assert sum("shm budget" in t.verdict for t in result.trials) == 2
 
 
@@ -59,6 +60,7 @@ def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
     best = result.to_dict()["best"]
     assert best["workers"] in (1, 2) or (best["workers"] == 0 and best["decoder"] == NO_DECODE)
     assert any(t.config.workers == 0 for t in result.trials if t.config.decoder == NO_DECODE)
+    assert sum(t.config.sampler == "block" for t in result.trials) == 1  # the batch layout, tried on the winner
     assert all(t.config.workers >= 1 for t in result.trials if t.config.decoder != NO_DECODE)
 
 
@@ -79,3 +81,19 @@ def test_main_threads_are_tried_on_the_winner_only():
 
     result = search(model, ["pil"], max_workers=4, budget=Budget(2**34, 2**34), batch_bytes=BATCH, main_threads=[1])
     assert result.best.main_threads == 1 and sum(c.main_threads == 1 for c in calls) == 1
+
+
+def test_batch_layout_is_tried_on_the_winner_and_kept_only_if_faster():
+    for block_rate, expected in ((260.0, "block"), (190.0, "random")):
+        calls = []
+
+        def model(config, block_rate=block_rate):
+            calls.append(config)
+            return (block_rate if config.sampler == "block" else 200.0) * min(config.workers, 1), 100 * MB
+
+        result = search(model, ["pil"], max_workers=3, budget=Budget(2**34, 2**34), batch_bytes=BATCH,
+                        samplers=["block"])
+        assert result.best.sampler == expected
+        blocks = [c for c in calls if c.sampler == "block"]
+        assert len(blocks) == 1 and blocks[0].workers == 1  # only on the winner (1 worker: a 2nd gained nothing)
+        assert f"{expected} batches" in str(result)

@@ -83,3 +83,10 @@ def test_main_process_threads_beside_busy_workers():
     finding = _levels(LoaderPlan(workers=2, main_threads=2), cpus=2)["main-process threads"]
     assert finding.level == "warn" and "torch.set_num_threads(1)" in finding.fix
     assert _levels(LoaderPlan(workers=2, main_threads=2), cpus=8)["main-process threads"].level == "ok"
+
+
+def test_shm_batches_is_one_count_for_the_doctor_and_the_autotuner():
+    from labkit.doctor import LoaderPlan, shm_batches
+
+    assert shm_batches(0, 4) == 0  # no workers: batches are made in the main process's own memory
+    assert shm_batches(2, 2) == 6 and LoaderPlan(workers=2, prefetch=2).shm_batches == 6

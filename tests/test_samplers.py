@@ -176,3 +176,15 @@ def test_resume_inside_torchdata_stateful_dataloader(workers):
     second.load_state_dict(state)
     tail = [i for b in second for i in b.tolist()]
     assert head + tail == full
+
+
+def test_block_layout_for_batches_reads_each_batch_from_a_few_blocks():
+    from labkit.samplers import BlockShuffleSampler
+
+    sampler = BlockShuffleSampler.for_batches(2000, 64, seed=1)
+    assert (sampler.block_size, sampler.window) == (125, 4)
+    assert BlockShuffleSampler.for_batches(100, 64).block_size == 64  # never a block smaller than a batch
+    order = list(sampler)
+    assert sorted(order) == list(range(2000))
+    blocks = [len({i // 125 for i in order[k:k + 64]}) for k in range(0, 2000, 64)]
+    assert max(blocks) <= 8 and sorted(blocks)[len(blocks) // 2] <= 4  # a window of 4, or two at its edge
