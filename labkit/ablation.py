@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 
-from labkit.autotune import NO_DECODE, Config, autotune
+from labkit.autotune import NO_DECODE, Budget, Config, autotune, default_budget
 from labkit.collate import MixUp, MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
 from labkit.datasets import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                              PackedDataset)
@@ -313,6 +313,18 @@ def seed_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]
     return notes
 
 
+def budget_note(results: List[Result], budget: Budget) -> str:
+    """Whether every version's peak RSS (main process + workers) stayed inside the autotuner's RAM budget."""
+    over = [f"{r.id} {r.rss_mb:.0f} MB" for r in results if r.rss_mb * 2**20 > budget.ram_bytes]
+    worst = max(results, key=lambda r: r.rss_mb, default=None)
+    if worst is None:
+        return f"autotuner's memory budget here: {budget}"
+    if over:
+        return f"peak RSS over the autotuner's RAM budget ({budget}): {', '.join(over)}"
+    return (f"peak RSS of every version within the autotuner's budget ({budget}): the largest, {worst.id}, "
+            f"{worst.rss_mb:.0f} MB")
+
+
 def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str, Any], header: str,
                  notes: List[str]) -> str:
     lines = [f"Machine: {describe_machine(info)}", header, "",
@@ -362,6 +374,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     """Measure every version that applies here, print the table, write JSON and plot if asked."""
     device = settings.resolved_device()
     info = machine_info()
+    budget = default_budget()
     fastest, decode_times = fastest_decoder(ws)
     step = model_step(device, len(ws.classes)) if settings.model else None
     results: List[Result] = []
@@ -400,6 +413,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
                  f"threads): {separate:.1f} ms as two passes into fresh tensors, {fused:.1f} ms fused into reused "
                  f"ones (v5 on); alone it caps those versions at {settings.batch_size / fused * 1000:.0f} images/s"
                  + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else ""))
+    notes.append(budget_note(results, budget))
     notes.append("cold run: page cache dropped before each version (posix_fadvise)" if settings.cold else
                  "warm run: files stay in the page cache between versions (--cold drops them)")
     mode = "with a model step" if settings.model else "data only (as the seed)"
@@ -411,6 +425,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     report = {"machine": info, "settings": {**asdict(settings), "device": str(device), "images": ws.count,
                                             "folder": ws.folder, "fastest_decoder": fastest},
               "versions": [asdict(r) for r in results], "skipped": skipped, "notes": notes,
+              "memory_budget": asdict(budget),
               "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}}}
     if json_path:
         with open(json_path, "w", encoding="utf-8") as f:

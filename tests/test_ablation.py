@@ -5,9 +5,9 @@ import pytest
 import torch
 from torch.utils.data import RandomSampler
 
-from labkit.ablation import (VERSIONS, NormalizeInWorker, Result, Settings, build_loader, device_batches,
-                             format_table, run_ablation, seed_notes)
-from labkit.autotune import NO_DECODE, Config
+from labkit.ablation import (VERSIONS, NormalizeInWorker, Result, Settings, budget_note, build_loader,
+                             device_batches, format_table, run_ablation, seed_notes)
+from labkit.autotune import NO_DECODE, Budget, Config
 from labkit.collate import MixCollate, list_collate, stack_samples, stack_uint8
 from labkit.datasets import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
 from labkit.samplers import BlockShuffleSampler
@@ -89,6 +89,9 @@ def test_v7_takes_the_autotuners_choice(ws):
     assert loader.num_workers == 0 and not loader.persistent_workers
     loader, _ = _build("v7", ws, tuned=Config("torchvision", 2, 2))
     assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "torchvision"
+    assert isinstance(loader.sampler, RandomSampler)
+    loader, described = _build("v7", ws, tuned=Config(NO_DECODE, 0, 2, sampler="block"))
+    assert isinstance(loader.sampler, BlockShuffleSampler) and described["sampler"] == "BlockShuffleSampler"
 
 
 def test_v8_hands_encoded_files_to_the_gpu(ws):
@@ -111,6 +114,14 @@ def test_seed_claims_are_checked_and_reported_with_numbers():
     assert "v8  not run: needs a CUDA device" in table and "0.58" in table
 
 
+def test_peak_rss_is_checked_against_the_autotuners_budget():
+    results = [_result("v1", 100, 0.58), _result("v5", 300, None)]
+    results[1].rss_mb = 2300.0
+    assert "within the autotuner's budget" in budget_note(results, Budget(4 * 2**30, 2**30))
+    assert "v5 2300 MB" in budget_note(results, Budget(2 * 2**30, 2**30))
+    assert "v1" not in budget_note(results, Budget(2 * 2**30, 2**30))
+
+
 @pytest.mark.timeout(60)
 def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
     out, png = str(tmp_path / "a.json"), str(tmp_path / "a.png")
@@ -122,3 +133,4 @@ def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
     assert saved["machine"]["cpu_count"] >= 1 and saved["versions"][0]["seed_step_s"] == 0.58
     assert open(png, "rb").read(4) == b"\x89PNG"
     assert "v3 vs v2" not in capsys.readouterr().out  # no v2 measured: no claim checked against it
+    assert saved["memory_budget"]["ram_bytes"] > 0 and any("autotuner's" in n for n in saved["notes"])
