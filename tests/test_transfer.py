@@ -68,6 +68,17 @@ def test_cuda_batches_survive_compute_on_the_main_stream():
     assert sums == pytest.approx(expected, rel=1e-5)
 
 
+@pytest.mark.cuda
+def test_cuda_fused_mixup_equals_cpu():
+    batches = _batches(n=3)
+    on_gpu = list(DevicePrefetcher(batches, "cuda", mix=MixUp(3, alpha=1.0, seed=5)))
+    on_cpu = list(DevicePrefetcher(batches, "cpu", mix=MixUp(3, alpha=1.0, seed=5)))
+    torch.cuda.synchronize()
+    for (g_img, g_soft), (c_img, c_soft) in zip(on_gpu, on_cpu):
+        assert g_img.device.type == "cuda" and torch.allclose(g_img.cpu(), c_img, atol=1e-5)
+        assert torch.allclose(g_soft.cpu(), c_soft)
+
+
 def test_normalize_uint8_works_on_one_image_too():
     image = _batches(1)[0][0][0]
     reference = v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)(image.float() / 255)
@@ -105,6 +116,8 @@ def test_fused_normalize_and_mix_equals_normalize_then_mix(lam, seed, n):
     fused = normalize_mix_uint8(images, perm, lam)
     assert fused.dtype == torch.float32 and torch.equal(images, before)
     assert torch.allclose(fused, reference, atol=1e-5)
+    whole_batch = normalize_mix_uint8(images, perm, lam, per_sample=False)  # the GPU's way, run here
+    assert torch.allclose(whole_batch, reference, atol=1e-5) and torch.equal(images, before)
 
 
 def test_prefetcher_folds_mixup_into_normalisation_with_the_same_draws():
