@@ -86,16 +86,18 @@ def parallel_decode_rate(pack: str, decoder: str, processes: int, samples: int) 
     """images/s of ``processes`` bare processes decoding at once, started together, no loader at all:
     what the cores really give when they all work (shared caches, memory, clock limits)."""
     ctx = mp.get_context()
-    barrier, results = ctx.Barrier(processes), ctx.Queue()
-    indices = list(spread_indices(len(PackReader(pack)), samples))
-    procs = [ctx.Process(target=_decode_all, args=(pack, decoder, indices, barrier, results))
+    barrier, results = ctx.Barrier(processes, timeout=120), ctx.Queue()
+    indices = spread_indices(len(PackReader(pack)), samples)
+    procs = [ctx.Process(target=_decode_all, args=(pack, decoder, indices, barrier, results), daemon=True)
              for _ in range(processes)]
     for p in procs:
         p.start()
-    elapsed = [results.get(timeout=600) for _ in procs]
     for p in procs:
-        p.join()
-    return processes * len(indices) / max(elapsed)
+        p.join(timeout=600)
+    failed = [p.exitcode for p in procs if p.exitcode != 0]
+    if failed:
+        raise RuntimeError(f"parallel decode: {len(failed)} of {processes} processes failed (exit codes {failed})")
+    return processes * len(indices) / max(results.get(timeout=10) for _ in procs)
 
 
 def measure_round(ws, settings: Settings, cores: int, samples: int) -> dict:

@@ -281,7 +281,7 @@ def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int 
     images = torch.randint(0, 256, (settings.batch_size, 3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8,
                            device=device)
     labels = torch.arange(settings.batch_size, device=device) % classes
-    if fused:
+    if fused:  # on CUDA the prefetcher works a batch ahead; the median hides the last, empty step
         stage = iter(DevicePrefetcher([(images, labels)] * (repeats + 1), device, mix=MixUp(classes)))
     else:
         stage = (mix_batch(normalize_uint8(images), labels, classes) for _ in range(repeats + 1))

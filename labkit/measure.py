@@ -36,7 +36,7 @@ def describe_machine(info: Optional[Dict[str, Any]] = None) -> str:
             f"torch {info['torch']}, torchvision {info['torchvision']}")
 
 
-def spread_indices(count: int, samples: int) -> range:
+def spread_indices(count: int, samples: int) -> List[int]:
     """``samples`` indices spread evenly over a set of ``count``, for timing a sample of it.
 
     Not the first ``samples``: packs and folders are stored class by class, and classes differ
@@ -45,7 +45,8 @@ def spread_indices(count: int, samples: int) -> range:
     """
     if count < 1 or samples < 1:
         raise ValueError(f"need count >= 1 and samples >= 1, got count={count}, samples={samples}")
-    return range(0, count, max(1, count // samples))[:samples]
+    n = min(count, samples)
+    return [i * count // n for i in range(n)]
 
 
 def _batch_size(batch: Any) -> int:

@@ -115,8 +115,9 @@ class BlockShuffleSampler(ResumableSampler):
 
     @classmethod
     def for_batches(cls, n: int, batch_size: int, seed: int = 0) -> "BlockShuffleSampler":
-        """The layout the ablation and the autotuner use: 16 blocks of at least a batch each, shuffled
-        4 at a time, so a batch is read from 4 contiguous runs of the file (8 where windows meet)."""
+        """The layout the ablation and the autotuner use: blocks of n/16 samples but never less than a
+        batch, shuffled 4 at a time, so a batch is read from at most 4 contiguous runs of the file
+        (8 where windows meet). With fewer than 5 blocks (n < 5 batches) it is a plain shuffle."""
         return cls(n, block_size=max(batch_size, n // 16), window=4, seed=seed)
 
     def __len__(self) -> int:

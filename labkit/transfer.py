@@ -95,7 +95,7 @@ class DevicePrefetcher:
     ``normalize=(mean, std)`` (ImageNet's by default; ``None`` to keep uint8) converts on the
     device; ``mix`` is any ``(images, labels) -> (images, labels)`` applied there after, e.g.
     ``labkit.collate.MixUp(num_classes=10)``, which is folded into the normalisation pass
-    (`normalize_mix_uint8`) rather than run after it.
+    (`normalize_mix_uint8`) rather than run after it (a subclass of it is called as given).
     On a CPU the float batches are written into reused `HostBuffers` (``buffers``), so each
     step does not pay 12,800 page faults for a fresh 50 MiB tensor; a batch you keep is never
     overwritten.
@@ -122,7 +122,7 @@ class DevicePrefetcher:
         mix = self.mix
         if self.normalize is not None and not images.is_floating_point():
             out = self.buffers.empty(images.shape, torch.float32, images.device)
-            if isinstance(mix, MixUp) and images.ndim == 4:
+            if type(mix) is MixUp and images.ndim == 4:  # a subclass may mix differently: not fused
                 lam, perm = mix.draw(len(images))
                 images = normalize_mix_uint8(images, perm, lam, *self.normalize, out=out)
                 rest[0], mix = mix.targets(rest[0], perm, lam), None

@@ -120,10 +120,18 @@ def test_fused_normalize_and_mix_equals_normalize_then_mix(lam, seed, n):
     assert torch.allclose(whole_batch, reference, atol=1e-5) and torch.equal(images, before)
 
 
-def test_prefetcher_folds_mixup_into_normalisation_with_the_same_draws():
+def test_prefetcher_folds_mixup_into_normalisation_with_the_same_draws(monkeypatch):
+    import labkit.transfer
+
+    calls = []
+    real = labkit.transfer.normalize_mix_uint8
+    monkeypatch.setattr(labkit.transfer, "normalize_mix_uint8", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(MixUp, "__call__", lambda *a: pytest.fail("MixUp ran after normalising, not fused"))
     batches = _batches(n=5)
     prefetcher = DevicePrefetcher(batches, "cpu", mix=MixUp(3, alpha=1.0, seed=7))
     fused = [(images.clone(), soft) for images, soft in prefetcher]
+    monkeypatch.undo()
+    assert len(calls) == 5
     unfused = MixUp(3, alpha=1.0, seed=7)
     assert unfused.buffers is None
     for (raw, labels), (images, soft) in zip(batches, fused):
@@ -140,3 +148,13 @@ def test_prefetcher_keeps_mixup_unfused_for_float_batches():
     for (images, labels), (mixed, soft) in zip(batches, out):
         ref_images, ref_soft = reference(images, labels)
         assert torch.equal(mixed, ref_images) and torch.equal(soft, ref_soft)
+
+
+def test_a_mixup_subclass_is_called_as_given_not_fused():
+    class Swap(MixUp):
+        def __call__(self, images, labels):
+            return images.flip(0), labels
+
+    batches = _batches(n=1)
+    images, labels = list(DevicePrefetcher(batches, "cpu", mix=Swap(3)))[0]
+    assert torch.allclose(images, normalize_uint8(batches[0][0]).flip(0)) and torch.equal(labels, batches[0][1])
