@@ -149,17 +149,13 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
                     accepted.append(trial)
     if not accepted:
         raise RuntimeError(f"no configuration fits the memory budget ({budget}); lower the batch size or free memory")
-    leader = max(accepted, key=lambda t: t.images_per_s).config
-    for threads in main_threads:
-        trial = attempt(replace(leader, main_threads=threads))
-        if trial is not None:
-            accepted.append(trial)
-    leader = max(accepted, key=lambda t: t.images_per_s).config
-    for sampler in samplers:
-        if sampler != leader.sampler:
-            trial = attempt(replace(leader, sampler=sampler))
-            if trial is not None:
-                accepted.append(trial)
+    for knob, values in (("main_threads", main_threads), ("sampler", samplers)):  # one at a time, on the leader
+        leader = max(accepted, key=lambda t: t.images_per_s).config
+        for value in values:
+            if value != getattr(leader, knob):
+                trial = attempt(replace(leader, **{knob: value}))
+                if trial is not None:
+                    accepted.append(trial)
     winner = max(accepted, key=lambda t: t.images_per_s)
     winner.verdict = "chosen"
     return TuneResult(winner.config, winner.images_per_s, budget, trials)

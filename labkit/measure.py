@@ -67,6 +67,9 @@ class Throughput:
         return asdict(self)
 
 
+_NO_BATCH = "the loader produced no batch; is the dataset empty or drop_last too strict?"
+
+
 def _stream(loader: Iterable) -> Iterator[Any]:
     """The loader's batches epoch after epoch, one iterator per epoch, never abandoned mid-epoch."""
     while True:
@@ -75,7 +78,7 @@ def _stream(loader: Iterable) -> Iterator[Any]:
             produced = True
             yield batch
         if not produced:
-            raise ValueError("the loader produced no batch; is the dataset empty or drop_last too strict?")
+            raise ValueError(_NO_BATCH)
 
 
 def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: Optional[int] = None,
@@ -119,7 +122,7 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
                     break
             elapsed = time.perf_counter() - start
             if batches == 0:
-                raise ValueError("the loader produced no batch; is the dataset empty or drop_last too strict?")
+                raise ValueError(_NO_BATCH)
             if run >= warmup_runs:
                 rates.append(images / elapsed)
                 steps.extend(run_steps)
