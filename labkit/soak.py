@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gc
 import os
+import threading
 import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Optional, Set
@@ -30,6 +31,7 @@ from labkit.procmem import anonymous_bytes, private_bytes, rss_bytes, running
 GROWTH_LIMIT = 0.10
 SHM_DIR = "/dev/shm"
 MAIN = "main"
+THREAD_EXIT_SECONDS = 30.0
 
 
 def open_fds() -> int:
@@ -161,6 +163,16 @@ def _one_epoch(loader: Any, step: Optional[Callable[[Any], Any]]) -> float:
     return time.perf_counter() - start
 
 
+def _join_threads_started_since(before: Set[threading.Thread], timeout: float = THREAD_EXIT_SECONDS) -> None:
+    """Wait for the threads the loader started to end: a multiprocessing queue's feeder thread closes
+    the queue's pipe as it exits, after the loader has shut down, so counting descriptors before then
+    would report a leak that is only late."""
+    deadline = time.monotonic() + timeout
+    for thread in set(threading.enumerate()) - before:
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
 def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_workers: int = 2,
              step: Optional[Callable[[Any], Any]] = None, growth_limit: float = GROWTH_LIMIT,
              progress: bool = False, **loader_kwargs: Any) -> SoakReport:
@@ -169,6 +181,8 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
 
     ``loader_kwargs`` go to `make_loader` (a sampler, a collate function, ...); workers are always
     persistent, so each row of the report follows one process from the first epoch to the last.
+    Descriptors are counted after the threads started during the run have ended (at most
+    `THREAD_EXIT_SECONDS`), since the loader's queues close their pipes from their own threads.
     """
     if epochs < 2:
         raise ValueError(f"epochs={epochs}: growth is measured from the end of epoch 1, so soak at least 2")
@@ -178,6 +192,7 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
                              worker_init_fn=_RecordWorkerPid(pid_log, loader_kwargs.get("worker_init_fn")))
     gc.collect()
     fds_before, shm_before = open_fds(), shm_segments()
+    threads_before = set(threading.enumerate())
     loader = make_loader(dataset, batch_size=batch_size, num_workers=num_workers, **loader_kwargs)
     records: List[EpochRecord] = []
     pids: Dict[str, int] = {}
@@ -195,6 +210,7 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
                                    open_fds()))
     del loader  # persistent workers stop when the last reference to their loader goes
     gc.collect()
+    _join_threads_started_since(threads_before)
     workers_left = [f"{role} (pid {pid})" for role, pid in pids.items() if role != MAIN and running(pid)]
     new_shm = shm_segments() - shm_before
     left = sorted(new_shm - _held_shm()) if new_shm else []

@@ -3,6 +3,8 @@ persistent workers, and a loader that leaks each of them is caught and named."""
 
 import functools
 import os
+import threading
+import time
 from multiprocessing import shared_memory
 
 import pytest
@@ -11,7 +13,7 @@ from torch.utils.data import Dataset
 from labkit.datasets import PackedDataset
 from labkit.eventlog import SharedLog
 from labkit.procmem import running
-from labkit.soak import GROWTH_LIMIT, MAIN, run_soak
+from labkit.soak import GROWTH_LIMIT, MAIN, _join_threads_started_since, open_fds, run_soak
 
 
 def _note_start(log, worker_id):
@@ -28,7 +30,7 @@ def test_a_sound_loader_neither_grows_nor_leaks_over_epochs(encoded_pack):
     assert set(report.pids) == {MAIN, "worker 0", "worker 1"} and len(set(report.pids.values())) == 3
     assert all(0 < e.private[role] <= e.rss[role] and 0 < e.anonymous[role] <= e.rss[role]
                for e in report.epochs for role in report.pids)
-    assert report.fds_after == report.fds_before  # not one more, not one fewer
+    assert report.fds_after <= report.fds_before  # fewer only if an earlier test's queue closed a pipe meanwhile
     assert not any(running(pid) for role, pid in report.pids.items() if role != MAIN)
 
 
@@ -80,3 +82,17 @@ def test_a_leaking_loader_is_caught_and_each_leak_named(encoded_pack):
 def test_fewer_than_two_epochs_cannot_show_growth(encoded_pack):
     with pytest.raises(ValueError, match="at least 2"):
         run_soak(PackedDataset(encoded_pack, size=32), epochs=1)
+
+
+def test_descriptors_closed_late_by_a_helper_thread_are_not_counted_as_left_open():
+    before, threads = open_fds(), set(threading.enumerate())
+    reader, writer = os.pipe()
+
+    def close_late():  # as a multiprocessing queue's feeder thread closes its pipe after shutdown
+        time.sleep(0.3)
+        os.close(reader)
+        os.close(writer)
+
+    threading.Thread(target=close_late).start()
+    _join_threads_started_since(threads)
+    assert open_fds() == before
