@@ -2,8 +2,9 @@
 
 v1–v4 follow the seed's code paths (files + PIL + Resize/ToTensor/Normalize in the worker,
 then workers and pinning, then an mmap'd pack, then prefetch_factor=4 and MixUp in
-collate); v5–v8 follow this kit's rules (uint8 across processes, normalise and mix on the
-device, decode less or not at all, let the autotuner choose, decode on the GPU). Every
+collate); v5–v8 follow this kit's rules (uint8 across processes in reused shared memory,
+normalise and mix on the device, decode less or not at all, let the autotuner choose, decode
+on the GPU). Every
 version ends with the same thing — a normalised float batch (MixUp'd from v4 on) on the
 device — so their step times compare like for like. One run, one table, one plot; the
 seed's own numbers stand beside ours, and where its claims do not hold here, the notes say
@@ -16,7 +17,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -34,6 +35,7 @@ from labkit.pagecache import evict
 from labkit.procmem import PeakRss, tree_cpu_seconds
 from labkit.samplers import BlockShuffleSampler
 from labkit.settings import usable_cpus
+from labkit.slots import SlotLoader
 from labkit.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
 from labkit.workspace import OUTPUT_SIZE, Workspace
 
@@ -57,6 +59,7 @@ class Version:
     reuse_host_buffers: bool = False  # labkit.hostmem: float batches written into reused CPU memory
     budget_main_threads: bool = False  # main process runs only on the cores the workers leave
     checksum_reads: bool = True  # False: checksums were verified once (labkit verify), not on every read
+    batch_slots: bool = False  # labkit.slots: workers write batches into reused shared memory
 
 
 VERSIONS: Tuple[Version, ...] = (
@@ -66,8 +69,8 @@ VERSIONS: Tuple[Version, ...] = (
             seed_step_s=0.35),
     Version("v3", "+ one packed file read through mmap", "pack", "pil", True, None, True, "none", seed_step_s=0.26),
     Version("v4", "+ prefetch_factor=4, MixUp in collate", "pack", "pil", True, 4, True, "collate", seed_step_s=0.21),
-    Version("v5", "+ fastest decoder, uint8 across processes, normalise+MixUp on device", "pack", "fastest", True,
-            4, False, "device", reuse_host_buffers=True, budget_main_threads=True),
+    Version("v5", "+ fastest decoder, uint8 in reused shared-memory slots, normalise+MixUp on device", "pack",
+            "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True),
     Version("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", "decoded",
             "none", False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
             checksum_reads=False),
@@ -144,8 +147,9 @@ def _dataset(version: Version, ws: Workspace, decoder: str) -> LabeledImageDatas
 
 
 def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: str,
-                 tuned: Optional[Config] = None) -> Tuple[DataLoader, Dict[str, Any]]:
-    """The DataLoader a version describes; also returns its settings, for the JSON report."""
+                 tuned: Optional[Config] = None) -> Tuple[Union[DataLoader, SlotLoader], Dict[str, Any]]:
+    """The loader a version describes (a DataLoader, or a `SlotLoader` around one); also returns
+    its settings, for the JSON report."""
     cuda = settings.resolved_device().type == "cuda"
     storage = version.storage
     if tuned is not None:
@@ -184,7 +188,12 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
                  "normalize": "in workers" if version.normalize_in_workers else "on device",
                  "mix": version.mix, "main_threads": main_threads,
                  "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
-                 "checksums": "every read" if version.checksum_reads else "verified once"}
+                 "checksums": "every read" if version.checksum_reads else "verified once",
+                 "batch_memory": "reused shared-memory slots" if version.batch_slots and workers
+                 else ("fresh shared memory per batch" if workers else "main process")}
+    if version.batch_slots and workers:
+        del options["collate_fn"], options["persistent_workers"]
+        return SlotLoader(dataset, image_shape=(3, OUTPUT_SIZE, OUTPUT_SIZE), **options), described
     return DataLoader(dataset, **options), described
 
 

@@ -15,7 +15,7 @@ fix, but measured here it fragmented the heap: RSS grew to 6 GB and steps slowed
 from __future__ import annotations
 
 import sys
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import torch
 
@@ -24,11 +24,17 @@ _POOL_REFS = 4  # the pool's list, the caller's loop variable, this function's a
 _STORAGE_REFS = 2  # the tensor itself, the temporary storage object asked about it
 
 
+def storage_refs(tensor: torch.Tensor) -> Optional[int]:
+    """How many tensors, views and storage objects refer to ``tensor``'s memory (``tensor`` counts);
+    ``None`` where this PyTorch cannot tell."""
+    if _use_count is None:
+        return None
+    return _use_count(tensor.untyped_storage()._cdata) - (_STORAGE_REFS - 1)
+
+
 def _unreferenced(tensor: torch.Tensor) -> bool:
-    if _use_count is None:  # cannot tell: never reuse
-        return False
-    return (sys.getrefcount(tensor) <= _POOL_REFS
-            and _use_count(tensor.untyped_storage()._cdata) <= _STORAGE_REFS)
+    refs = storage_refs(tensor)
+    return refs is not None and refs <= 1 and sys.getrefcount(tensor) <= _POOL_REFS
 
 
 class HostBuffers:

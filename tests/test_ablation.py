@@ -12,6 +12,7 @@ from labkit.collate import MixCollate, list_collate, stack_samples, stack_uint8
 from labkit.datasets import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
 from labkit.samplers import BlockShuffleSampler
 from labkit.settings import usable_cpus
+from labkit.slots import SlotLoader
 from labkit.transfer import DevicePrefetcher
 from labkit.workspace import prepare
 
@@ -58,8 +59,10 @@ def test_v3_reads_the_pack_and_v4_prefetches_deeper_and_mixes_float_in_collate(w
 
 def test_v5_keeps_uint8_across_processes_and_normalises_and_mixes_on_the_device(ws):
     loader, described = _build("v5", ws, decoder="pil-reduced")
+    assert isinstance(loader, SlotLoader) and described["batch_memory"] == "reused shared-memory slots"
     assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "pil-reduced"
-    assert loader.dataset.transform is None and loader.collate_fn is stack_uint8 and loader.prefetch_factor == 4
+    assert loader.dataset.transform is None and loader.loader.prefetch_factor == 4
+    assert loader.loader.num_workers == 2 and loader.loader.persistent_workers
     images, labels = next(iter(loader))
     assert images.dtype == torch.uint8
     batches = device_batches(V["v5"], loader, Settings(batch_size=8, device="cpu"), len(ws.classes))

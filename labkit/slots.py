@@ -1,0 +1,161 @@
+"""Batches that workers write into shared-memory slots the main process reuses, instead of a fresh
+/dev/shm segment for every batch.
+
+A DataLoader worker collates each batch into a new shared-memory segment: the kernel allocates
+and zeroes its pages (3,072 for a 64×3×256×256 uint8 batch), the main process maps them again,
+and the segment is freed when the batch dies. Measured on a 2-core VM (`benchmarks/limits.py`):
+20 ms a batch, against 2 ms for the same copy into memory already mapped — about 6 % of a
+worker's time at the fastest decoder's rate, spent on every batch. `SlotLoader` allocates
+``slots`` batch tensors in shared memory once; its batch sampler gives each batch a free slot,
+the worker writes the samples straight into that slot's rows and sends back only the slot
+number and the labels, and the main process yields a view of the slot.
+
+A slot is handed out again only when it is not waiting for a worker and no tensor, view or
+storage in the main process refers to its memory any more, so a batch you keep is never
+overwritten: keep more batches than there are spare slots and the loader raises and says so.
+Workers are always persistent: restarting an epoch waits for every task of the last one, so no
+worker can still be writing into a slot that the new epoch hands out.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
+
+import torch
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
+
+from labkit.hostmem import storage_refs
+
+Filled = Tuple[int, int, List[int]]  # (slot, samples written, labels)
+
+
+class SlotBatch(list):
+    """The indices of one batch and the slot its images go to."""
+
+    def __init__(self, indices: Sequence[int], slot: int) -> None:
+        super().__init__(indices)
+        self.slot = slot
+
+
+class SlotPool:
+    """``count`` uint8 batch tensors of ``batch_shape`` in shared memory, and which are in use."""
+
+    def __init__(self, count: int, batch_shape: Sequence[int]) -> None:
+        if count < 1:
+            raise ValueError(f"a slot pool needs at least 1 slot, got {count}")
+        self.slots = [torch.empty(tuple(batch_shape), dtype=torch.uint8).share_memory_() for _ in range(count)]
+        self.pending: Set[int] = set()  # handed to a worker, not yet yielded
+        if storage_refs(self.slots[0]) is None:
+            raise RuntimeError("this PyTorch cannot count references to a tensor's memory "
+                               "(torch._C._storage_Use_Count), so slots could be overwritten while in use; "
+                               "use labkit.loader.make_loader instead")
+
+    def __getstate__(self) -> dict:
+        return {"slots": self.slots, "pending": set()}  # workers write; only the main process allocates
+
+    def take(self) -> int:
+        """A slot no worker is writing and nothing in this process refers to; raises if there is none."""
+        for k, slot in enumerate(self.slots):
+            if k not in self.pending and storage_refs(slot) == 1:
+                self.pending.add(k)
+                return k
+        raise RuntimeError(
+            f"all {len(self.slots)} batch slots are in use: {len(self.pending)} are being filled by workers and the "
+            "rest hold batches still referenced in this process. Keep fewer batches alive (copy one you keep: "
+            "images.clone()) or pass SlotLoader(slots=...) more slots")
+
+
+class SlotSampler(Sampler):
+    """Batches of ``sampler``'s indices, each carrying a free slot of ``pool``."""
+
+    def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool, pool: SlotPool) -> None:
+        self.sampler, self.batch_size, self.drop_last, self.pool = sampler, batch_size, drop_last, pool
+
+    def __len__(self) -> int:
+        n = len(self.sampler)  # type: ignore[arg-type]
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self) -> Iterator[SlotBatch]:
+        # The body starts when the DataLoader asks for the first batch of an epoch, after it has
+        # collected every task of the last one: no slot is being written any more.
+        self.pool.pending.clear()
+        indices: List[int] = []
+        for i in self.sampler:
+            indices.append(i)
+            if len(indices) == self.batch_size:
+                yield SlotBatch(indices, self.pool.take())
+                indices = []
+        if indices and not self.drop_last:
+            yield SlotBatch(indices, self.pool.take())
+
+
+class SlotDataset(Dataset):
+    """``dataset``'s ``(uint8 image, label)`` samples, a batch at a time, written into a pool slot."""
+
+    def __init__(self, dataset: Dataset, pool: SlotPool) -> None:
+        self.dataset, self.pool = dataset, pool
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[index]
+
+    def __getitems__(self, batch: SlotBatch) -> Filled:
+        rows = self.pool.slots[batch.slot]
+        samples = (self.dataset.__getitems__(list(batch)) if hasattr(self.dataset, "__getitems__")
+                   else [self.dataset[i] for i in batch])
+        labels = []
+        for k, (index, (image, label)) in enumerate(zip(batch, samples)):
+            if image.dtype != torch.uint8 or image.shape != rows.shape[1:]:
+                raise ValueError(f"sample {index} is a {image.dtype} image of shape {tuple(image.shape)}; the batch "
+                                 f"slots hold uint8 images of shape {tuple(rows.shape[1:])}. Resize every image to "
+                                 "one size (the decoders' size=) and keep them uint8")
+            rows[k].copy_(image)
+            labels.append(int(label))
+        return batch.slot, len(labels), labels
+
+
+def _as_is(filled: Filled) -> Filled:
+    return filled
+
+
+class SlotLoader:
+    """A DataLoader over ``dataset`` whose batches ``(uint8 B×C×H×W, int64 labels)`` live in reused
+    shared-memory slots. Use it as the DataLoader it wraps (``.loader``): iterate, ``len()``.
+
+    ``image_shape`` is read from ``dataset[0]`` if not given. ``slots`` defaults to what can be in
+    flight (``num_workers × prefetch_factor``) plus the batch you hold, the one a wrapper such as
+    `labkit.transfer.DevicePrefetcher` holds, and one spare. Other keyword arguments go to the
+    DataLoader (``timeout``, ``worker_init_fn``, ...), except ``pin_memory``: there the main
+    process copies each batch out of its slot into page-locked memory.
+    """
+
+    def __init__(self, dataset: Dataset, batch_size: int = 64, sampler: Optional[Sampler] = None,
+                 num_workers: int = 2, prefetch_factor: Optional[int] = None, drop_last: bool = False,
+                 image_shape: Optional[Sequence[int]] = None, slots: Optional[int] = None, **kwargs: Any) -> None:
+        self.dataset = dataset
+        shape = tuple(image_shape) if image_shape is not None else tuple(dataset[0][0].shape)
+        in_flight = num_workers * (prefetch_factor or 2)
+        count = slots if slots is not None else in_flight + 3
+        self.pool = SlotPool(count, (batch_size, *shape))
+        self.pin_memory = bool(kwargs.pop("pin_memory", False))
+        batches = SlotSampler(sampler if sampler is not None else RandomSampler(dataset), batch_size, drop_last,
+                              self.pool)
+        options = dict(kwargs, batch_sampler=batches, num_workers=num_workers, collate_fn=_as_is)
+        if num_workers:
+            options["persistent_workers"] = True
+            if prefetch_factor is not None:
+                options["prefetch_factor"] = prefetch_factor
+        self.loader = DataLoader(SlotDataset(dataset, self.pool), **options)
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+        for slot, n, labels in self.loader:
+            images = self.pool.slots[slot][:n]
+            self.pool.pending.discard(slot)  # from here on, `images` keeps the slot from being reused
+            if self.pin_memory:
+                images = images.pin_memory()  # a copy: the slot is free again at once
+            yield images, torch.tensor(labels, dtype=torch.int64)
