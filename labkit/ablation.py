@@ -59,7 +59,8 @@ class Version:
     reuse_host_buffers: bool = False  # labkit.hostmem: float batches written into reused CPU memory
     budget_main_threads: bool = False  # main process runs only on the cores the workers leave
     checksum_reads: bool = True  # False: checksums were verified once (labkit verify), not on every read
-    batch_slots: bool = False  # labkit.slots: workers write batches into reused shared memory
+    batch_slots: bool = False  # labkit.slots: workers write batches into reused shared memory (CPU device only:
+    # with CUDA the DataLoader's pin thread copies batches to pinned memory off the training thread)
 
 
 VERSIONS: Tuple[Version, ...] = (
@@ -69,7 +70,7 @@ VERSIONS: Tuple[Version, ...] = (
             seed_step_s=0.35),
     Version("v3", "+ one packed file read through mmap", "pack", "pil", True, None, True, "none", seed_step_s=0.26),
     Version("v4", "+ prefetch_factor=4, MixUp in collate", "pack", "pil", True, 4, True, "collate", seed_step_s=0.21),
-    Version("v5", "+ fastest decoder, uint8 in reused shared-memory slots, normalise+MixUp on device", "pack",
+    Version("v5", "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device", "pack",
             "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True),
     Version("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", "decoded",
             "none", False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
@@ -159,6 +160,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
                           normalize_in_workers=False, mix="device", sampler=tuned.sampler)
     dataset = _dataset(version, ws, decoder)
     workers = (tuned.workers if tuned else settings.resolved_workers()) if version.workers else 0
+    slots = version.batch_slots and workers > 0 and not cuda
     if tuned and tuned.main_threads:
         main_threads = tuned.main_threads
     elif version.budget_main_threads:
@@ -184,14 +186,16 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
     described = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
                  "pin_memory": options["pin_memory"], "persistent_workers": bool(workers),
                  "prefetch_factor": options.get("prefetch_factor", 2 if workers else None),
-                 "collate": getattr(collate, "__name__", type(collate).__name__), "sampler": type(sampler).__name__,
+                 "collate": "rows of a slot (labkit.slots)" if slots else getattr(collate, "__name__",
+                                                                                  type(collate).__name__),
+                 "sampler": type(sampler).__name__,
                  "normalize": "in workers" if version.normalize_in_workers else "on device",
                  "mix": version.mix, "main_threads": main_threads,
                  "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
                  "checksums": "every read" if version.checksum_reads else "verified once",
-                 "batch_memory": "reused shared-memory slots" if version.batch_slots and workers
+                 "batch_memory": "reused shared-memory slots" if slots
                  else ("fresh shared memory per batch" if workers else "main process")}
-    if version.batch_slots and workers:
+    if slots:
         del options["collate_fn"], options["persistent_workers"]
         return SlotLoader(dataset, image_shape=(3, OUTPUT_SIZE, OUTPUT_SIZE), **options), described
     return DataLoader(dataset, **options), described
@@ -203,7 +207,7 @@ def _gpu_decoded(loader: Iterable, device: torch.device, mix: Callable) -> Itera
         yield mix(images, labels.to(device, non_blocking=True))
 
 
-def device_batches(version: Version, loader: DataLoader, settings: Settings, classes: int) -> Iterable:
+def device_batches(version: Version, loader: Iterable, settings: Settings, classes: int) -> Iterable:
     """The loader followed by the device stage: copy, normalise and mix where the version says."""
     device = settings.resolved_device()
     buffers = HostBuffers(keep=4 if version.reuse_host_buffers else 0)

@@ -13,23 +13,25 @@ number and the labels, and the main process yields a view of the slot.
 A slot is handed out again only when it is not waiting for a worker and no tensor, view or
 storage in the main process refers to its memory any more, so a batch you keep is never
 overwritten: keep more batches than there are spare slots and the loader raises and says so.
+(The guard sees this process only: a batch you pass on to another process, copy first.) A batch
+whose worker raised keeps its slot until the epoch ends.
 Workers are always persistent: restarting an epoch waits for every task of the last one, so no
 worker can still be writing into a slot that the new epoch hands out.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import torch
-from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler
+from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
 from labkit.hostmem import storage_refs
 
 Filled = Tuple[int, int, List[int]]  # (slot, samples written, labels)
 
 
-class SlotBatch(list):
+class SlotBatch(List[int]):
     """The indices of one batch and the slot its images go to."""
 
     def __init__(self, indices: Sequence[int], slot: int) -> None:
@@ -43,14 +45,18 @@ class SlotPool:
     def __init__(self, count: int, batch_shape: Sequence[int]) -> None:
         if count < 1:
             raise ValueError(f"a slot pool needs at least 1 slot, got {count}")
-        self.slots = [torch.empty(tuple(batch_shape), dtype=torch.uint8).share_memory_() for _ in range(count)]
-        self.pending: Set[int] = set()  # handed to a worker, not yet yielded
-        if storage_refs(self.slots[0]) is None:
+        if storage_refs(torch.empty(0)) is None:
             raise RuntimeError("this PyTorch cannot count references to a tensor's memory "
                                "(torch._C._storage_Use_Count), so slots could be overwritten while in use; "
                                "use labkit.loader.make_loader instead")
+        self.slots = [torch.empty(tuple(batch_shape), dtype=torch.uint8).share_memory_() for _ in range(count)]
+        self.pending: Set[int] = set()  # handed to a worker, not yet yielded
 
-    def __getstate__(self) -> dict:
+    def __repr__(self) -> str:
+        held = sum(k not in self.pending and storage_refs(slot) != 1 for k, slot in enumerate(self.slots))
+        return f"SlotPool({len(self.slots)} slots of {tuple(self.slots[0].shape)}: {len(self.pending)} pending, {held} held)"
+
+    def __getstate__(self) -> Dict[str, Any]:
         return {"slots": self.slots, "pending": set()}  # workers write; only the main process allocates
 
     def take(self) -> int:
@@ -60,12 +66,12 @@ class SlotPool:
                 self.pending.add(k)
                 return k
         raise RuntimeError(
-            f"all {len(self.slots)} batch slots are in use: {len(self.pending)} are being filled by workers and the "
-            "rest hold batches still referenced in this process. Keep fewer batches alive (copy one you keep: "
-            "images.clone()) or pass SlotLoader(slots=...) more slots")
+            f"all {len(self.slots)} batch slots are in use: {len(self.pending)} are with workers or waiting to be "
+            f"handed out, {len(self.slots) - len(self.pending)} hold batches still referenced in this process. "
+            "Keep fewer batches alive (copy one you keep: images.clone()) or pass SlotLoader(slots=...) more slots")
 
 
-class SlotSampler(Sampler):
+class SlotSampler(Sampler[SlotBatch]):
     """Batches of ``sampler``'s indices, each carrying a free slot of ``pool``."""
 
     def __init__(self, sampler: Sampler, batch_size: int, drop_last: bool, pool: SlotPool) -> None:
@@ -107,6 +113,9 @@ class SlotDataset(Dataset):
                    else [self.dataset[i] for i in batch])
         labels = []
         for k, (index, (image, label)) in enumerate(zip(batch, samples)):
+            if not isinstance(image, torch.Tensor):
+                raise TypeError(f"sample {index}: the image is a {type(image).__name__}; the batch slots take uint8 "
+                                "torch tensors (C×H×W), as labkit's datasets return")
             if image.dtype != torch.uint8 or image.shape != rows.shape[1:]:
                 raise ValueError(f"sample {index} is a {image.dtype} image of shape {tuple(image.shape)}; the batch "
                                  f"slots hold uint8 images of shape {tuple(rows.shape[1:])}. Resize every image to "
@@ -124,29 +133,37 @@ class SlotLoader:
     """A DataLoader over ``dataset`` whose batches ``(uint8 B×C×H×W, int64 labels)`` live in reused
     shared-memory slots. Use it as the DataLoader it wraps (``.loader``): iterate, ``len()``.
 
+    Batches are shuffled (``shuffle``, seeded by ``generator``) unless a ``sampler`` is given.
     ``image_shape`` is read from ``dataset[0]`` if not given. ``slots`` defaults to what can be in
-    flight (``num_workers × prefetch_factor``) plus the batch you hold, the one a wrapper such as
-    `labkit.transfer.DevicePrefetcher` holds, and one spare. Other keyword arguments go to the
-    DataLoader (``timeout``, ``worker_init_fn``, ...), except ``pin_memory``: there the main
-    process copies each batch out of its slot into page-locked memory.
+    flight (``num_workers × prefetch_factor``), the batch just received, the one your loop holds
+    and one spare for a batch you keep; fewer than the first two is refused. Other keyword
+    arguments go to the DataLoader (``timeout``, ``worker_init_fn``, ...), except ``pin_memory``:
+    there the main process itself copies each batch out of its slot into page-locked memory.
     """
 
-    def __init__(self, dataset: Dataset, batch_size: int = 64, sampler: Optional[Sampler] = None,
+    def __init__(self, dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Optional[Sampler] = None,
                  num_workers: int = 2, prefetch_factor: Optional[int] = None, drop_last: bool = False,
-                 image_shape: Optional[Sequence[int]] = None, slots: Optional[int] = None, **kwargs: Any) -> None:
+                 image_shape: Optional[Sequence[int]] = None, slots: Optional[int] = None,
+                 generator: Optional[torch.Generator] = None, **kwargs: Any) -> None:
         self.dataset = dataset
         shape = tuple(image_shape) if image_shape is not None else tuple(dataset[0][0].shape)
         in_flight = num_workers * (prefetch_factor or 2)
+        if slots is not None and slots < in_flight + 2:
+            raise ValueError(f"slots={slots}: {num_workers} workers x prefetch_factor {prefetch_factor or 2} keep "
+                             f"{in_flight} batches in flight, and the batch just received and the one your loop holds "
+                             f"need 2 more: pass at least {in_flight + 2}")
         count = slots if slots is not None else in_flight + 3
         self.pool = SlotPool(count, (batch_size, *shape))
         self.pin_memory = bool(kwargs.pop("pin_memory", False))
-        batches = SlotSampler(sampler if sampler is not None else RandomSampler(dataset), batch_size, drop_last,
-                              self.pool)
+        if sampler is None:
+            sampler = (RandomSampler(dataset, generator=generator) if shuffle
+                       else SequentialSampler(dataset))  # type: ignore[arg-type]
+        batches = SlotSampler(sampler, batch_size, drop_last, self.pool)
         options = dict(kwargs, batch_sampler=batches, num_workers=num_workers, collate_fn=_as_is)
         if num_workers:
             options["persistent_workers"] = True
-            if prefetch_factor is not None:
-                options["prefetch_factor"] = prefetch_factor
+        if prefetch_factor is not None:
+            options["prefetch_factor"] = prefetch_factor  # without workers, the DataLoader says why not
         self.loader = DataLoader(SlotDataset(dataset, self.pool), **options)
 
     def __len__(self) -> int:
@@ -159,3 +176,4 @@ class SlotLoader:
             if self.pin_memory:
                 images = images.pin_memory()  # a copy: the slot is free again at once
             yield images, torch.tensor(labels, dtype=torch.int64)
+            del images  # else this frame would hold the slot while the next batch is fetched

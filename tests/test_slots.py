@@ -1,6 +1,8 @@
 """SlotLoader: the batches a DataLoader would give, written into reused shared-memory slots, never
 overwritten while anything still refers to them."""
 
+import time
+
 import pytest
 import torch
 from torch.utils.data import Dataset, SequentialSampler
@@ -44,6 +46,36 @@ def test_batches_are_the_samples_in_order_epoch_after_epoch(workers):
             assert torch.equal(images, want_images) and torch.equal(labels, want_labels)
 
 
+def test_shuffled_epochs_each_give_every_sample_once_unharmed():
+    dataset = Numbered(50)
+    loader = SlotLoader(dataset, batch_size=4, num_workers=2, generator=torch.Generator().manual_seed(0))
+    orders = []
+    for _ in range(3):
+        seen = []
+        for images, labels in loader:
+            values = images.flatten(1)
+            assert torch.equal(values.min(1).values, values.max(1).values)  # each image one value: not torn
+            assert torch.equal(values[:, 0].long() % 3, labels)  # and the label of that sample
+            seen += values[:, 0].tolist()
+        assert sorted(seen) == list(range(50))
+        orders.append(seen)
+    assert orders[0] != orders[1]
+
+
+def test_too_few_slots_or_an_image_that_is_not_a_tensor_is_refused_with_the_reason():
+    with pytest.raises(ValueError, match="pass at least 6"):
+        SlotLoader(Numbered(8), batch_size=4, num_workers=2, prefetch_factor=2, slots=5)
+
+    class NumpyImages(Numbered):
+        def __getitem__(self, i):
+            image, label = super().__getitem__(i)
+            return image.numpy(), label
+
+    loader = SlotLoader(NumpyImages(8), batch_size=4, num_workers=0, image_shape=(3, 8, 8))
+    with pytest.raises(TypeError, match="sample .: the image is a ndarray"):
+        next(iter(loader))
+
+
 def test_the_workers_send_back_slot_numbers_not_images():
     dataset = Numbered(8)
     loader = SlotLoader(dataset, batch_size=4, sampler=SequentialSampler(dataset), num_workers=1)
@@ -73,8 +105,14 @@ def test_keeping_more_batches_than_there_are_slots_raises_instead_of_overwriting
         list(loader)
 
 
+class SlowNumbered(Numbered):
+    def __getitem__(self, i):
+        time.sleep(0.005)  # so that tasks of the epoch cut short are still being written when the next starts
+        return super().__getitem__(i)
+
+
 def test_an_epoch_cut_short_leaves_no_stale_write_behind():
-    dataset = Numbered(64)
+    dataset = SlowNumbered(64)
     loader = SlotLoader(dataset, batch_size=4, sampler=SequentialSampler(dataset), num_workers=2)
     for _ in loader:
         break  # workers are still filling the slots of the batches after it
