@@ -201,7 +201,7 @@ def main() -> None:
     quick = quick_mode()
     ws = prepare(args.data, quick=quick, progress=False)
     cores = usable_cpus()
-    settings = Settings(runs=1, steps=3 if quick else 20)
+    settings = Settings(runs=1, steps=3 if quick else 20, min_seconds=0.0 if quick else 3.0)
     if quick:
         print("quick mode: a smoke test of this script; 3 batches are too few to measure, so ignore the fractions")
     rounds = []

@@ -95,6 +95,7 @@ class Settings:
     workers: Optional[int] = None  # None: every usable CPU
     runs: int = 3
     steps: int = 20  # batches per measured run (at most one epoch)
+    min_seconds: float = 3.0  # a fast version is measured over more runs until they add up to this long
     model: bool = False
     cold: bool = False
     seed: int = 0
@@ -269,7 +270,7 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
     cpu0, wall0 = tree_cpu_seconds(), time.perf_counter()
     try:
         result = measure_loader(batches, runs=settings.runs, warmup_runs=1, max_batches=steps, on_batch=on_batch,
-                                warmup_batches=None if version.workers else 1)
+                                warmup_batches=None if version.workers else 1, min_seconds=settings.min_seconds)
     finally:
         torch.set_num_threads(threads_before)
     wall = time.perf_counter() - wall0
@@ -432,7 +433,8 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     mode = "with a model step" if settings.model else "data only (as the seed)"
     header = (f"Data: {ws.count} images from {ws.folder} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "
               f"{settings.batch_size}, {settings.resolved_workers()} workers, {mode}, device {device}; median of "
-              f"{settings.runs} runs of {settings.steps} steps after a warm-up run")
+              f"{settings.runs} runs of {settings.steps} steps after a warm-up run"
+              + (f" (more runs, up to {settings.min_seconds:g} s, for fast versions)" if settings.min_seconds else ""))
     print()
     print(format_table(results, skipped, info, header, notes))
     report = {"machine": info, "settings": {**asdict(settings), "device": str(device), "images": ws.count,

@@ -79,7 +79,8 @@ def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
     from labkit.ablation import Settings
 
     return Settings(batch_size=args.batch, workers=args.workers, runs=args.runs,
-                    steps=args.steps or (3 if quick else 20), model=args.model, cold=args.cold, device=args.device)
+                    steps=args.steps or (3 if quick else 20), min_seconds=0.0 if quick else 3.0, model=args.model,
+                    cold=args.cold, device=args.device)
 
 
 def _cmd_ablation(args: argparse.Namespace) -> int:

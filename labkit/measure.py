@@ -83,7 +83,8 @@ def _stream(loader: Iterable) -> Iterator[Any]:
 
 def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: Optional[int] = None,
                    on_batch: Optional[Callable[[Any], None]] = None,
-                   warmup_batches: Optional[int] = None) -> Throughput:
+                   warmup_batches: Optional[int] = None, min_seconds: float = 0.0,
+                   max_runs: Optional[int] = None) -> Throughput:
     """Time ``warmup_runs + runs`` consecutive passes of at most ``max_batches`` batches (default: an epoch).
 
     Warm-up passes absorb worker start-up and cold caches and are not counted; each measured
@@ -94,17 +95,24 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
     Passes are cut from one continuing stream of epochs: restarting a DataLoader's iterator
     mid-epoch makes its workers finish, and throw away, every batch already in flight —
     up to ``num_workers × prefetch_factor`` batches of work charged to the next pass.
+
+    A fast loader's pass can last a fraction of a second, short enough for one hiccup of a
+    shared machine to move its median: with ``min_seconds``, measured passes go on past
+    ``runs`` until they add up to that long (at most ``max_runs``, default 5 × ``runs``).
     """
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
+    most = max(runs, 5 * runs if max_runs is None else max_runs)
     if max_batches is None and hasattr(loader, "__len__"):
         max_batches = len(loader)  # type: ignore[arg-type]
     rates: List[float] = []
     steps: List[float] = []
     batches = 0
     stream = _stream(loader)
+    measured = 0.0
+    run = 0
     try:
-        for run in range(warmup_runs + runs):
+        while run < warmup_runs + runs or (measured < min_seconds and run < warmup_runs + most):
             limit = warmup_batches if (run < warmup_runs and warmup_batches is not None) else max_batches
             images = 0
             batches = 0
@@ -126,6 +134,8 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
             if run >= warmup_runs:
                 rates.append(images / elapsed)
                 steps.extend(run_steps)
+                measured += elapsed
+            run += 1
     finally:
         stream.close()
     return Throughput(statistics.median(rates), statistics.median(steps), rates, batches)

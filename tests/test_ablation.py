@@ -128,7 +128,7 @@ def test_peak_rss_is_checked_against_the_autotuners_budget():
 @pytest.mark.timeout(60)
 def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
     out, png = str(tmp_path / "a.json"), str(tmp_path / "a.png")
-    report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, device="cpu"),
+    report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
                           only=["v1", "v3", "v6"], json_path=out, plot_path=png, progress=False)
     saved = json.load(open(out))
     assert [v["id"] for v in saved["versions"]] == ["v1", "v3", "v6"] == [v["id"] for v in report["versions"]]

@@ -67,3 +67,19 @@ def test_spread_indices_cover_the_whole_set_evenly():
     assert len(picked) == 64 and picked[-1] >= 1900 and len(set(picked)) == 64
     with pytest.raises(ValueError, match="count"):
         spread_indices(0, 4)
+
+
+def test_short_passes_are_repeated_until_they_add_up_to_min_seconds_within_max_runs():
+    import time
+
+    batches = [(torch.zeros(2, 1), torch.zeros(2))] * 2
+
+    def runs(**kwargs):
+        return len(measure_loader(batches, runs=3, warmup_runs=0, on_batch=lambda b: time.sleep(0.01),
+                                  **kwargs).runs_images_per_s)
+
+    assert runs() == 3  # each pass sleeps at least 20 ms
+    assert runs(min_seconds=30) == 15  # the default cap, 5 x runs, comes first
+    assert runs(min_seconds=30, max_runs=4) == 4
+    assert runs(min_seconds=0.01) == 3  # never fewer than runs
+    assert runs(min_seconds=0.1) <= 5  # and it stops once they do: 5 passes of 20 ms or more make 0.1 s
