@@ -404,7 +404,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
         if version.decoder == "tuned":
             tune = autotune(ws.pack, ws.decoded_pack, batch_size=settings.batch_size, size=OUTPUT_SIZE,
                             max_workers=max(2, usable_cpus()), batches=2, runs=1, decoders=[fastest],
-                            check_crc=False)
+                            check_crc=False, min_seconds=settings.min_seconds / 3)
             tuned = tune.best
             tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {tuned.decoder}, "
                           f"{tuned.workers} workers, prefetch_factor {tuned.prefetch}, main threads "

@@ -176,11 +176,14 @@ def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size
 
 def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64, size: int = 256,
              max_workers: Optional[int] = None, budget: Optional[Budget] = None, batches: int = 4,
-             runs: int = 2, decoders: Optional[Sequence[str]] = None, check_crc: bool = True) -> TuneResult:
+             runs: int = 2, decoders: Optional[Sequence[str]] = None, check_crc: bool = True,
+             min_seconds: float = 0.0) -> TuneResult:
     """Measure real pipelines over ``pack`` (and ``decoded_pack`` if given) and pick the fastest that fits.
 
     ``check_crc=False`` reads without checking each sample's checksum, for packs that
-    ``labkit verify`` has just checked whole.
+    ``labkit verify`` has just checked whole. ``min_seconds``: measure each trial over more
+    runs until they add up to this long (`labkit.measure.measure_loader`), so that a fast
+    trial's few milliseconds do not let one hiccup of the machine pick the winner.
     """
     budget = budget or default_budget()
     cpus = usable_cpus()
@@ -194,7 +197,8 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
         torch.set_num_threads(config.main_threads or before)
         try:
             pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes, check_crc)
-            result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample)
+            result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample,
+                                    min_seconds=min_seconds)
         finally:
             torch.set_num_threads(before)
         del pipeline

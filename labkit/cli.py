@@ -103,8 +103,10 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     from labkit.autotune import autotune, write_json
     from labkit.workspace import prepare
 
-    workspace = prepare(args.data, quick=args.quick or quick_mode(), progress=not args.no_progress)
-    result = autotune(workspace.pack, workspace.decoded_pack, batch_size=args.batch, max_workers=args.workers)
+    quick = args.quick or quick_mode()
+    workspace = prepare(args.data, quick=quick, progress=not args.no_progress)
+    result = autotune(workspace.pack, workspace.decoded_pack, batch_size=args.batch, max_workers=args.workers,
+                      min_seconds=0.0 if quick else 1.0)
     print(result)
     if args.json:
         write_json(result, args.json)
