@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""v5 with its batches in reused shared-memory slots (`labkit.slots.SlotLoader`) against the same
+pipeline through a plain DataLoader, whose workers collate every batch into a fresh /dev/shm
+segment: same dataset, sampler, workers, prefetch and device stage, alternating, median of pairs.
+
+    python benchmarks/batch_slots.py                     # data/photos, made if missing
+    LABKIT_QUICK=1 python benchmarks/batch_slots.py --pairs 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from statistics import median
+
+import torch
+
+from labkit.ablation import VERSIONS, Settings, build_loader, device_batches, fastest_decoder
+from labkit.measure import describe_machine, machine_info, measure_loader
+from labkit.settings import quick_mode
+from labkit.workspace import prepare
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="data/photos")
+    parser.add_argument("--pairs", type=int, default=5, help="alternating pairs of runs; medians reported")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    quick = quick_mode()
+    ws = prepare(args.data, quick=quick, progress=False)
+    settings = Settings(runs=2, steps=3 if quick else 20, device="cpu")
+    decoder, _ = fastest_decoder(ws)
+    v5 = next(v for v in VERSIONS if v.id == "v5")
+    kinds = {"fresh shared memory (DataLoader)": dataclasses.replace(v5, batch_slots=False),
+             "reused slots (SlotLoader)": v5}
+    rates = {name: [] for name in kinds}
+    threads = torch.get_num_threads()
+    for pair in range(args.pairs):
+        for name, version in kinds.items():
+            loader, described = build_loader(version, ws, settings, decoder)
+            batches = device_batches(version, loader, settings, len(ws.classes))
+            torch.set_num_threads(described["main_threads"])
+            try:
+                rate = measure_loader(batches, runs=settings.runs, warmup_runs=1, max_batches=settings.steps).images_per_s
+            finally:
+                torch.set_num_threads(threads)
+            del batches, loader
+            rates[name].append(rate)
+            print(f"pair {pair + 1}/{args.pairs}: {name:<34} {rate:7.1f} images/s", flush=True)
+    fresh, slots = rates.values()
+    ratios = [s / f for s, f in zip(slots, fresh)]
+    info = machine_info()
+    print(f"Machine: {describe_machine(info)}; v5 with {decoder}, batch {settings.batch_size}, "
+          f"{settings.resolved_workers()} workers, data only")
+    for name, values in rates.items():
+        print(f"  {name:<34} median {median(values):7.1f} images/s")
+    print(f"  slots / fresh: median of pairs {median(ratios):.2f}x (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
+    out = args.json or os.path.join(os.path.dirname(__file__), "results",
+                                    f"batch_slots_{info['cpu_count']}cpu{'_quick' if quick else ''}.json")
+    with open(out, "w", encoding="utf-8") as f:
+        json.dump({"machine": info, "decoder": decoder, "images": ws.count, "images_per_s": rates,
+                   "ratio_per_pair": ratios, "median_ratio": median(ratios)}, f, indent=1)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
