@@ -139,6 +139,8 @@ class SlotLoader:
     and one spare for a batch you keep; fewer than the first two is refused. Other keyword
     arguments go to the DataLoader (``timeout``, ``worker_init_fn``, ...), except ``pin_memory``:
     there the main process itself copies each batch out of its slot into page-locked memory.
+    A dataset whose ``__getitems__`` already builds one batch tensor (`DecodedArrayDataset`) gains
+    little here: its batch is made, then copied into the slot.
     """
 
     def __init__(self, dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Optional[Sampler] = None,
