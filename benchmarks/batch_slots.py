@@ -15,10 +15,8 @@ import json
 import os
 from statistics import median
 
-import torch
-
-from labkit.ablation import VERSIONS, Settings, build_loader, device_batches, fastest_decoder
-from labkit.measure import describe_machine, machine_info, measure_loader
+from labkit.ablation import VERSIONS, Settings, fastest_decoder, measure_version
+from labkit.measure import describe_machine, machine_info
 from labkit.settings import quick_mode
 from labkit.workspace import prepare
 
@@ -31,23 +29,15 @@ def main() -> None:
     args = parser.parse_args()
     quick = quick_mode()
     ws = prepare(args.data, quick=quick, progress=False)
-    settings = Settings(runs=2, steps=3 if quick else 20, device="cpu")
+    settings = Settings(runs=2, steps=3 if quick else 20, min_seconds=0.0, device="cpu")
     decoder, _ = fastest_decoder(ws)
     v5 = next(v for v in VERSIONS if v.id == "v5")
     kinds = {"fresh shared memory (DataLoader)": dataclasses.replace(v5, batch_slots=False),
              "reused slots (SlotLoader)": v5}
     rates = {name: [] for name in kinds}
-    threads = torch.get_num_threads()
     for pair in range(args.pairs):
         for name, version in kinds.items():
-            loader, described = build_loader(version, ws, settings, decoder)
-            batches = device_batches(version, loader, settings, len(ws.classes))
-            torch.set_num_threads(described["main_threads"])
-            try:
-                rate = measure_loader(batches, runs=settings.runs, warmup_runs=1, max_batches=settings.steps).images_per_s
-            finally:
-                torch.set_num_threads(threads)
-            del batches, loader
+            rate = measure_version(version, ws, settings, decoder).images_per_s
             rates[name].append(rate)
             print(f"pair {pair + 1}/{args.pairs}: {name:<34} {rate:7.1f} images/s", flush=True)
     fresh, slots = rates.values()

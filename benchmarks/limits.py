@@ -34,6 +34,7 @@ from torch.utils.data import DataLoader, Dataset, default_collate
 
 from labkit.ablation import VERSIONS, Settings, measure_version
 from labkit.decode import DECODERS, decode
+from labkit.doctor import torch_threads
 from labkit.measure import describe_machine, machine_info, spread_indices
 from labkit.packfile import PackReader
 from labkit.settings import quick_mode, usable_cpus
@@ -139,17 +140,13 @@ def parallel_decode_rate(pack: str, decoder: str, processes: int, samples: int) 
 def _bound(version_id: str, ws, cores: int, samples: int) -> dict:
     """One measurement of a version's bound, on one thread: v1's is pil on one core, v5's every
     decoder on every core (the fastest counts), v6's two copies of each image on every core."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         if version_id == "v6":
             rate = copy_bandwidth(ws.decoded_pack) / (2 * 3 * OUTPUT_SIZE * OUTPUT_SIZE) * cores
             return {"median": {"copy": rate}, "best": {"copy": rate}}
         decoders, scale = (("pil",), 1) if version_id == "v1" else (DECODERS, cores)
         rates = single_core_rates(ws.pack, samples, decoders=decoders)
-        return {kind: {name: rate * scale for name, rate in by_decoder.items()} for kind, by_decoder in rates.items()}
-    finally:
-        torch.set_num_threads(threads)
+    return {kind: {name: rate * scale for name, rate in by_decoder.items()} for kind, by_decoder in rates.items()}
 
 
 BOUND_TEXT = {"v1": "pil on 1 core (no workers)", "v5": "the fastest decoder ({decoder}) x {cores} cores",
@@ -160,10 +157,8 @@ def measure_round(ws, settings: Settings, cores: int, samples: int) -> dict:
     """One round: every decoder's single-core rate, then v1, v5 and v6, each bracketed by
     measurements of its bound just before and just after it, so that the fraction compares rates
     taken at the same time even while the machine's speed drifts (the bound is the mean of the two)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    measured, bandwidth = single_core_rates(ws.pack, samples), copy_bandwidth(ws.decoded_pack)
-    torch.set_num_threads(threads)
+    with torch_threads(1):
+        measured, bandwidth = single_core_rates(ws.pack, samples), copy_bandwidth(ws.decoded_pack)
     rates = measured["median"]
     fastest = max(rates, key=rates.get)
     together = parallel_decode_rate(ws.pack, fastest, cores, samples)

@@ -28,7 +28,7 @@ from labkit.collate import MixUp, MixUpCollate, list_collate, mix_batch, stack_s
 from labkit.datasets import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                              PackedDataset)
 from labkit.decode import DECODERS, decode, decode_jpeg_batch
-from labkit.doctor import main_thread_budget
+from labkit.doctor import main_thread_budget, torch_threads
 from labkit.hostmem import HostBuffers
 from labkit.measure import describe_machine, machine_info, measure_loader, spread_indices
 from labkit.pagecache import evict
@@ -250,8 +250,6 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
         evict([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
     loader, described = build_loader(version, ws, settings, decoder, tuned)
     batches = device_batches(version, loader, settings, len(ws.classes))
-    threads_before = torch.get_num_threads()
-    torch.set_num_threads(described["main_threads"])
     peak = PeakRss()
     busy = [0.0]
 
@@ -268,11 +266,9 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
 
     steps = min(settings.steps, max(1, len(loader)))
     cpu0, wall0 = tree_cpu_seconds(), time.perf_counter()
-    try:
+    with torch_threads(described["main_threads"]):
         result = measure_loader(batches, runs=settings.runs, warmup_runs=1, max_batches=steps, on_batch=on_batch,
                                 warmup_batches=None if version.workers else 1, min_seconds=settings.min_seconds)
-    finally:
-        torch.set_num_threads(threads_before)
     wall = time.perf_counter() - wall0
     cpu_util = (tree_cpu_seconds() - cpu0) / (wall * usable_cpus())
     del batches, loader

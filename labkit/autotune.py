@@ -27,7 +27,7 @@ from torch.utils.data import DataLoader, RandomSampler
 from labkit.collate import MixUp, stack_uint8
 from labkit.datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode import DECODERS
-from labkit.doctor import memory_facts, shm_batches
+from labkit.doctor import memory_facts, shm_batches, torch_threads
 from labkit.measure import describe_machine, machine_info, measure_loader
 from labkit.procmem import PeakRss
 from labkit.samplers import BlockShuffleSampler
@@ -193,14 +193,10 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
 
     def measure(config: Config) -> Tuple[float, int]:
         peak = PeakRss()
-        before = torch.get_num_threads()
-        torch.set_num_threads(config.main_threads or before)
-        try:
+        with torch_threads(config.main_threads):
             pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes, check_crc)
             result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample,
                                     min_seconds=min_seconds)
-        finally:
-            torch.set_num_threads(before)
         del pipeline
         return result.images_per_s, peak.peak
 

@@ -8,13 +8,14 @@ thread oversubscription inside workers.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import multiprocessing
 import os
 import sys
 import threading
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
 
@@ -182,6 +183,18 @@ def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
         return Finding("warn", "threads in workers", text,
                        "worker_init_fn=labkit.doctor.limit_worker_threads (or OMP_NUM_THREADS=1)")
     return Finding("ok", "threads in workers", text)
+
+
+@contextlib.contextmanager
+def torch_threads(count: Optional[int]) -> Iterator[None]:
+    """Run the block with ``count`` torch threads in this process (``None``: as many as now), then
+    put the previous count back, so a measurement's thread budget does not leak into the next."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(count or before)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def main_thread_budget(workers: int, cpus: Optional[int] = None) -> int:

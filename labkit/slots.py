@@ -104,9 +104,6 @@ class SlotDataset(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
-    def __getitem__(self, index: int) -> Any:
-        return self.dataset[index]
-
     def __getitems__(self, batch: SlotBatch) -> Filled:
         rows = self.pool.slots[batch.slot]
         samples = (self.dataset.__getitems__(list(batch)) if hasattr(self.dataset, "__getitems__")

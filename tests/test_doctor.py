@@ -1,10 +1,11 @@
 import os
 
+import pytest
 import torch
 from torch.utils.data import DataLoader
 
 from labkit.cli import main
-from labkit.doctor import LoaderPlan, MemoryFacts, diagnose, limit_worker_threads, memory_facts
+from labkit.doctor import LoaderPlan, MemoryFacts, diagnose, limit_worker_threads, memory_facts, torch_threads
 
 GIB = 2**30
 ROOMY = MemoryFacts(ram_total=64 * GIB, ram_available=48 * GIB, shm_total=32 * GIB, shm_free=32 * GIB)
@@ -90,3 +91,15 @@ def test_shm_batches_is_one_count_for_the_doctor_and_the_autotuner():
 
     assert shm_batches(0, 4) == 0  # no workers: batches are made in the main process's own memory
     assert shm_batches(2, 2) == 6 and LoaderPlan(workers=2, prefetch=2).shm_batches == 6
+
+
+def test_torch_threads_sets_the_count_for_the_block_and_puts_it_back_even_on_error():
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
+    with pytest.raises(KeyError):
+        with torch_threads(1):
+            raise KeyError("boom")
+    assert torch.get_num_threads() == before
