@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import List
+from typing import List, Optional
 
 from labkit.folders import scan_image_folder
 from labkit.packfile import PackError, PackReader, verify_pack
 from labkit.packing import pack_folder
+from labkit.settings import quick_mode
 from labkit.synthetic import QUICK_COUNT, PhotoSpec, make_photos
 
 OUTPUT_SIZE = 256
+DATA_ENV = "LABKIT_DATA"
 
 
 @dataclass(frozen=True)
@@ -65,3 +67,38 @@ def prepare(folder: str = "data/photos", quick: bool = True, size: int = OUTPUT_
     for path in (pack, decoded):
         print(f"[verify] {verify_pack(path, progress=progress)}")
     return Workspace(folder, pack, decoded, index.classes, len(index))
+
+
+def data_root() -> str:
+    """The one folder every notebook and command keeps its data in.
+
+    ``LABKIT_DATA`` when set; else ``data/`` at the top of the clone labkit runs from (found from
+    the package's own location, so a notebook finds it whatever its working directory); else, for
+    an installed labkit, ``~/.cache/labkit``.
+    """
+    configured = os.environ.get(DATA_ENV)
+    if configured:
+        return os.path.abspath(os.path.expanduser(configured))
+    clone = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.exists(os.path.join(clone, "pyproject.toml")):
+        return os.path.join(clone, "data")
+    return os.path.join(os.path.expanduser("~"), ".cache", "labkit")
+
+
+def course_workspace(quick: Optional[bool] = None, progress: bool = True) -> Workspace:
+    """The notebooks' data: made on first use in `data_root`, reused after.
+
+    Quick mode (``LABKIT_QUICK``, on when unset) keeps 256 images in ``photos-quick``; full mode
+    keeps the full set in ``photos``, so switching modes never mixes the two. What it prints names
+    files relative to `data_root`, so a notebook's stored output shows no machine's paths.
+    """
+    quick = quick_mode(default=True) if quick is None else quick
+    root = data_root()
+    os.makedirs(root, exist_ok=True)
+    previous = os.getcwd()
+    os.chdir(root)  # so what it prints names files relative to the data folder, not this machine's paths
+    try:
+        ws = prepare("photos-quick" if quick else "photos", quick=quick, progress=progress)
+    finally:
+        os.chdir(previous)
+    return Workspace(*(os.path.join(root, p) for p in (ws.folder, ws.pack, ws.decoded_pack)), ws.classes, ws.count)
