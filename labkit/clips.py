@@ -16,7 +16,7 @@ import torch
 from PIL import Image
 from torch.utils.data import Dataset
 
-from labkit.decode import DecodeError, open_image
+from labkit.decode import DecodeError, describe_failure, open_image
 from labkit.strtable import PathLike, StringTable
 
 
@@ -50,10 +50,14 @@ def decode_clip(folder: str, frames: int, size: Tuple[int, int]) -> np.ndarray:
     for t, name in enumerate(names):
         path = os.path.join(folder, name)
         with open(path, "rb") as f:
-            img = open_image(f.read())
-        if img.size != tuple(size):
-            raise DecodeError(f"{path}: frame is {img.size[0]}x{img.size[1]}, expected {size[0]}x{size[1]}")
-        out[t] = np.asarray(img.convert("RGB"))
+            data = f.read()
+        try:
+            img = open_image(data)
+            if img.size != tuple(size):
+                raise DecodeError(f"frame is {img.size[0]}x{img.size[1]}, expected {size[0]}x{size[1]}")
+            out[t] = np.asarray(img.convert("RGB"))
+        except (DecodeError, OSError) as e:
+            raise DecodeError(f"{path}: {e if isinstance(e, DecodeError) else describe_failure(data, e)}") from None
     return out
 
 

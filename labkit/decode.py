@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 import warnings
 from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
@@ -59,10 +60,28 @@ def target_hw(size: Size) -> Optional[Tuple[int, int]]:
     return hw  # type: ignore[return-value]
 
 
+_OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
+_SOURCE_LOCATION = re.compile(r"^[\w:()<>~]*,\s*\S+\.(?:c|cc|cpp|cu|h|hpp):\d+,\s*")
+_PLAIN_REASONS = {"cannot identify image file": "no image format Pillow reads starts like this"}
+
+
 def _describe(data: bytes) -> str:
     if not data:
-        return "0 bytes"
+        return "0 bytes: an empty file"
     return f"{len(data)} bytes starting {bytes(data[:12])!r}"
+
+
+def _reason(error: BaseException) -> str:
+    """A library's error text without what changes from run to run or build to build: the repr of the
+    in-memory file Pillow was handed (``<_io.BytesIO object at 0x7f...>``), a C++ source location."""
+    text = _SOURCE_LOCATION.sub("", _OBJECT_REPR.sub("", str(error)).strip())
+    return _PLAIN_REASONS.get(text, text)
+
+
+def describe_failure(data: bytes, error: BaseException, what: str = "cannot decode image") -> str:
+    """``what (size and first bytes): reason``: the same text for the same bytes on every run, so
+    logs and reports can be compared."""
+    return f"{what} ({_describe(data)}): {_reason(error)}"
 
 
 def open_image(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
@@ -72,10 +91,10 @@ def open_image(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as e:
-        raise DecompressionBombError(f"Pillow refused it from the header ({e}). If the image is genuine, pass a "
+        raise DecompressionBombError(f"Pillow refused it from the header ({_reason(e)}). If the image is genuine, pass a "
                                      "larger max_pixels and raise PIL.Image.MAX_IMAGE_PIXELS") from None
     except (OSError, SyntaxError, ValueError) as e:
-        raise DecodeError(f"not a readable image ({_describe(data)}): {e}") from None
+        raise DecodeError(describe_failure(data, e, "not a readable image")) from None
     w, h = img.size
     if w * h > max_pixels:
         raise DecompressionBombError(
@@ -126,7 +145,7 @@ def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool) ->
             return _resize_uint8(pixels, hw).contiguous()
         return _pil_to_tensor(img.resize((hw[1], hw[0]), Image.BILINEAR))
     except (OSError, SyntaxError, ValueError) as e:
-        raise DecodeError(f"cannot decode {img.format or 'image'} ({_describe(data)}): {e}") from None
+        raise DecodeError(describe_failure(data, e, f"cannot decode {img.format or 'image'}")) from None
 
 
 def decode_pil(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
@@ -150,7 +169,7 @@ def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXE
         img = decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8),
                            mode=ImageReadMode.RGB, apply_exif_orientation=True)
     except RuntimeError as e:
-        raise DecodeError(f"cannot decode {header.format} ({_describe(data)}): {e}") from None
+        raise DecodeError(describe_failure(data, e, f"cannot decode {header.format}")) from None
     if img.dtype != torch.uint8:  # 16-bit PNG
         img = (img.to(torch.int32) >> 8).to(torch.uint8)
     hw = target_hw(size)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from labkit.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
+from labkit.decode import DecodeError
 from labkit.pipeline import PipelineError, StagedPipeline
 from labkit.synthetic import ClipSpec, make_clips
 
@@ -69,6 +70,18 @@ def test_stage_one_failure_names_stage_and_item_and_cleans_up(clips, tmp_path):
     with pytest.raises(PipelineError, match=r"stage 1 \(decode\) failed on item 2 .*broken"):
         list(pipe)
     assert pipe.shm is None and multiprocessing.active_children() == []
+
+
+def test_a_broken_frame_is_named_with_its_file(clips, tmp_path):
+    broken = str(tmp_path / "clip")
+    frames = _folders(clips)[0]
+    os.makedirs(broken)
+    for name in sorted(os.listdir(frames)):
+        data = open(os.path.join(frames, name), "rb").read()
+        open(os.path.join(broken, name), "wb").write(data[: len(data) // 3] if name == "frame002.jpg" else data)
+    with pytest.raises(DecodeError, match=r"frame002\.jpg: .*bytes starting") as e:
+        decode_clip(broken, SPEC.frames, (SPEC.width, SPEC.height))
+    assert "object at 0x" not in str(e.value)
 
 
 def _fail_in_stage_two(frames):
