@@ -9,16 +9,18 @@ What they guarantee beyond ``torchvision.datasets.ImageFolder``:
 * Paths and index tables live in numpy arrays (`labkit.strtable.StringTable`), so worker
   memory does not creep up epoch after epoch through copy-on-write of Python objects.
 * A sample that cannot be read raises `SampleError` naming its index and path. With
-  ``on_error="skip"`` the next readable sample is returned instead and the skip is recorded
-  in ``ds.skipped`` — from every DataLoader worker, not just the main process.
+  ``on_error="skip"`` a readable sample is returned in its place, and ``ds.skipped`` lists each
+  broken sample once, with how many times it was substituted — gathered from every DataLoader
+  worker, not just the main process (see `LabeledImageDataset.skipped`).
 * Images come out as uint8; float conversion and normalisation belong on the device.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -47,11 +49,33 @@ class SampleError(RuntimeError):
 
 @dataclass(frozen=True)
 class SkipRecord:
-    """A sample that ``on_error="skip"`` replaced: where it is and why it failed."""
+    """A broken sample under ``on_error="skip"``: where it is, why it failed, and how many times
+    another sample was returned in its place (0 for one found broken only while looking for a
+    replacement)."""
 
     index: int
     path: str
     error: str
+    substitutions: int = 0
+
+
+def _summarise_skips(events: List[Dict[str, Any]]) -> List[SkipRecord]:
+    """One record per broken sample, oldest first, substitutions added up over every process."""
+    first: Dict[int, Dict[str, Any]] = {}
+    substitutions: Dict[int, int] = {}
+    for e in events:
+        first.setdefault(e["index"], e)
+        substitutions[e["index"]] = substitutions.get(e["index"], 0) + int(e["substituted"])
+    return [SkipRecord(i, e["path"], e["error"], substitutions[i]) for i, e in first.items()]
+
+
+def _probe_stride(n: int) -> int:
+    """A step coprime with ``n`` near 0.618 n: stepping by it from any sample visits every other one,
+    the first few far away (a substitute from another part of the set, usually another class)."""
+    stride = max(1, round(n * 0.6180339887))
+    while math.gcd(stride, n) != 1:
+        stride += 1
+    return stride
 
 
 _LOAD_ERRORS = (DecodeError, PackError, OSError)
@@ -69,6 +93,7 @@ class LabeledImageDataset(Dataset):
         self.transform = transform
         self.on_error = on_error
         self._skips = SharedLog("labkit-skips-") if on_error == "skip" else None
+        self._known_broken: Dict[int, str] = {}  # this process's: index -> error, never decoded again here
 
     # Subclasses say how to read and decode one sample and how to name it in messages. The two
     # stages are separate so that a profiler can time them apart (labkit.profiling).
@@ -111,13 +136,24 @@ class LabeledImageDataset(Dataset):
         index = self._check_index(index)
         if self._skips is None:
             return self._try_load(index)
-        for k in range(len(self)):
-            candidate = (index + k) % len(self)
-            try:
-                return self._try_load(candidate)
-            except SampleError as e:
-                self._skips.append({"index": candidate, "path": self.sample_path(candidate), "error": str(e.__cause__)})
-        raise SampleError(f"every one of the {len(self)} samples failed to load; see .skipped", index)
+        n = len(self)
+        stride = _probe_stride(n)
+        # The substitute for `index` is the first loadable sample of a fixed probe sequence, so it is
+        # the same in every process and every run (a resumed run substitutes the same samples);
+        # samples this process already knows are broken are passed over without decoding them again.
+        for k in range(n):
+            candidate = (index + k * stride) % n
+            if candidate in self._known_broken:
+                error = None
+            else:
+                try:
+                    return self._try_load(candidate)
+                except SampleError as e:
+                    error = self._known_broken[candidate] = str(e.__cause__)
+            if k == 0 or error is not None:
+                self._skips.append({"index": candidate, "path": self.sample_path(candidate),
+                                    "error": self._known_broken[candidate], "substituted": k == 0})
+        raise SampleError(f"every one of the {n} samples failed to load; see .skipped", index)
 
     def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
         """A batch of samples, read in storage order (better locality), returned in the order asked."""
@@ -132,10 +168,24 @@ class LabeledImageDataset(Dataset):
 
     @property
     def skipped(self) -> List[SkipRecord]:
-        """Samples replaced under ``on_error="skip"``, gathered from every process, oldest first."""
-        return [SkipRecord(**r) for r in self._skips.records()] if self._skips is not None else []
+        """The running total under ``on_error="skip"``: each broken sample found so far (by any process,
+        in any epoch, since the dataset was made or `clear_skipped`), once, with its substitutions added up.
+
+        For one epoch's report, take ``mark = ds.skip_mark()`` before the epoch and call
+        ``ds.skipped_since(mark)`` after it.
+        """
+        return self.skipped_since(0)
+
+    def skip_mark(self) -> int:
+        """A point in the skip log; `skipped_since` reports only what happened after it."""
+        return self._skips.mark() if self._skips is not None else 0
+
+    def skipped_since(self, mark: int) -> List[SkipRecord]:
+        """Broken samples met after ``mark`` (from `skip_mark`), once each, with the substitutions made since."""
+        return _summarise_skips(self._skips.records(since=mark)) if self._skips is not None else []
 
     def clear_skipped(self) -> None:
+        """Empty the report. Processes still remember which samples they found broken."""
         if self._skips is not None:
             self._skips.clear()
 
@@ -270,3 +320,51 @@ class EncodedPackDataset(PackBackedDataset):
 
     def decode_raw(self, raw: bytes) -> torch.Tensor:
         return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+
+
+# -- the copy-on-write lab ------------------------------------------------------------------------------------
+
+class NaivePathListDataset(Dataset):
+    """The copy-on-write trap, kept to show it: paths and labels in Python lists, as most tutorials write.
+
+    A list of a million path strings is a million reference-counted objects spread over the heap.
+    A forked DataLoader worker shares their pages with the main process until it merely *reads* one:
+    taking ``self.paths[i]`` writes that string's reference count, and the kernel copies the whole
+    4 KiB page it sits on into the worker. Read every sample once and each worker holds its own copy
+    of the list (pytorch/pytorch#13246). `PathTableDataset` holds the same paths in two numpy arrays.
+
+    ``ds[i] -> (path, label)``: the index alone, no file is opened, so an epoch over a million
+    entries takes seconds and what a lab measures is the container.
+    """
+
+    def __init__(self, paths: Sequence[str], labels: Sequence[int]) -> None:
+        if len(paths) != len(labels):
+            raise ValueError(f"{len(paths)} paths but {len(labels)} labels: give one label per path")
+        self.paths: List[str] = [str(p) for p in paths]
+        self.labels: List[int] = [int(label) for label in labels]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> Tuple[str, int]:
+        return self.paths[index], self.labels[index]
+
+
+class PathTableDataset(Dataset):
+    """`NaivePathListDataset`'s paths and labels kept as labkit's datasets keep theirs: a
+    `labkit.strtable.StringTable` (two numpy arrays, however many paths) and a numpy array of labels.
+    Reading a sample writes nothing shared, so forked workers keep sharing every page."""
+
+    def __init__(self, paths: Sequence[str], labels: Sequence[int]) -> None:
+        if len(paths) != len(labels):
+            raise ValueError(f"{len(paths)} paths but {len(labels)} labels: give one label per path")
+        from labkit.strtable import StringTable
+
+        self.paths = StringTable.from_strings(paths)
+        self.labels = np.asarray(labels, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> Tuple[str, int]:
+        return self.paths[index], int(self.labels[index])

@@ -42,11 +42,16 @@ class SharedLog:
         finally:
             os.close(fd)
 
-    def records(self) -> List[Dict[str, Any]]:
+    def mark(self) -> int:
+        """A position in the log: `records` from it returns only what was appended after."""
+        return os.path.getsize(self.path) if os.path.exists(self.path) else 0
+
+    def records(self, since: int = 0) -> List[Dict[str, Any]]:
         if not os.path.exists(self.path):
             return []
-        with open(self.path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+        with open(self.path, "rb") as f:
+            f.seek(since)
+            return [json.loads(line) for line in f.read().decode("utf-8").splitlines() if line.strip()]
 
     def clear(self) -> None:
         open(self.path, "w").close()

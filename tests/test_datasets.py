@@ -1,5 +1,6 @@
 import os
 import pickle
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -10,7 +11,7 @@ from labkit.datasets import DecodedArrayDataset, ImageFolderDataset, PackedDatas
 from labkit.decode import decode
 from labkit.procmem import private_bytes
 from labkit.strtable import StringTable
-from labkit.synthetic import read_manifest
+from labkit.synthetic import PhotoSpec, make_photos, read_manifest
 
 from conftest import OUT, SMALL
 
@@ -92,6 +93,82 @@ def test_skip_substitutes_counts_and_gathers_from_spawned_workers(corrupt_photos
     assert all(r.error for r in ds.skipped)
     ds.clear_skipped()
     assert ds.skipped == []
+
+
+DECODER_NAMES = ["pil", "pil-reduced", "torchvision"]
+ADJACENT = list(range(16, 20))
+
+
+@pytest.fixture(scope="module")
+def adjacent_broken(tmp_path_factory) -> str:
+    """20 samples: 16 photos, then 4 broken files side by side (indices 16-19)."""
+    root = str(tmp_path_factory.mktemp("adjacent") / "photos")
+    make_photos(root, PhotoSpec(n=16, classes=2, width=64, height=48, seed=5), workers=1, progress=False)
+    last = os.path.join(root, sorted(d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)))[-1])
+    good = open(os.path.join(last, sorted(os.listdir(last))[0]), "rb").read()
+    for k, data in enumerate([b"", b"<!DOCTYPE html>", good[: len(good) // 3], b"\xff\xd8\xff" + b"\0" * 40]):
+        open(os.path.join(last, f"zz-broken-{k}.jpg"), "wb").write(data)
+    return root
+
+
+def _by_index(report):
+    return {r.index: r.substitutions for r in report}
+
+
+def _count_reads(ds):
+    reads = Counter()
+    read_raw = ds.read_raw
+
+    def counting(index):
+        reads[index] += 1
+        return read_raw(index)
+
+    ds.read_raw = counting
+    return reads
+
+
+@pytest.mark.parametrize("decoder", DECODER_NAMES)
+def test_adjacent_broken_samples_are_reported_once_per_epoch_and_decoded_once(adjacent_broken, decoder):
+    ds = ImageFolderDataset(adjacent_broken, decoder, OUT, on_error="skip")
+    assert [i for i in range(len(ds)) if "zz-broken" in ds.sample_path(i)] == ADJACENT
+    reads = _count_reads(ds)
+    substitutes = {}
+    for epoch in range(2):
+        mark = ds.skip_mark()
+        images = {i: ds[i][0] for i in range(len(ds))}
+        report = ds.skipped_since(mark)
+        assert _by_index(report) == {i: 1 for i in ADJACENT}, f"epoch {epoch}: {report}"
+        assert all("zz-broken" in r.path and r.error for r in report)
+        for i in ADJACENT:
+            assert torch.equal(images[i], substitutes.setdefault(i, images[i]))  # the same substitute every epoch
+    assert _by_index(ds.skipped) == {i: 2 for i in ADJACENT}  # the running total
+    assert {i: reads[i] for i in ADJACENT} == {i: 1 for i in ADJACENT}  # a known-broken file is not read again
+    fresh = ImageFolderDataset(adjacent_broken, decoder, OUT, on_error="skip")
+    assert all(torch.equal(fresh[i][0], substitutes[i]) for i in ADJACENT)  # a new run substitutes the same
+
+
+@pytest.mark.parametrize("decoder,persistent", [(d, False) for d in DECODER_NAMES] + [("pil", True)])
+def test_adjacent_broken_samples_with_two_workers_over_two_epochs(adjacent_broken, decoder, persistent):
+    ds = ImageFolderDataset(adjacent_broken, decoder, OUT, on_error="skip")
+    loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2, persistent_workers=persistent,
+                        generator=torch.Generator().manual_seed(0))
+    for epoch in range(2):
+        mark = ds.skip_mark()
+        assert sum(len(labels) for _, labels in loader) == len(ds)
+        assert _by_index(ds.skipped_since(mark)) == {i: 1 for i in ADJACENT}, f"epoch {epoch}"
+    assert _by_index(ds.skipped) == {i: 2 for i in ADJACENT}
+
+
+def test_replacements_pass_over_samples_known_to_be_broken(corrupt_photos):
+    ds = ImageFolderDataset(corrupt_photos, "pil", OUT, on_error="skip")
+    _, broken = _corrupt_indices(ds, corrupt_photos)
+    reads = _count_reads(ds)
+    for _ in range(2):
+        mark = ds.skip_mark()
+        for i in range(len(ds)):
+            ds[i]
+        assert _by_index(ds.skipped_since(mark)) == {i: 1 for i in broken}
+    assert {i: reads[i] for i in broken} == {i: 1 for i in broken}
 
 
 def test_error_surfaces_through_worker_with_its_type(corrupt_photos):

@@ -38,3 +38,13 @@ def test_pickles_as_its_path_and_only_the_owner_deletes_the_file():
     path = log.path
     del log
     assert not os.path.exists(path)
+
+
+def test_records_since_a_mark_are_only_the_later_ones():
+    log = SharedLog()
+    log.append({"n": 1})
+    mark = log.mark()
+    list(DataLoader(_Logs(log), batch_size=2, num_workers=2))
+    assert sorted(r["index"] for r in log.records(since=mark)) == list(range(12))
+    assert len(log.records()) == 13
+    assert log.records(since=log.mark()) == []
