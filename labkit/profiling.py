@@ -5,7 +5,8 @@
   look at the model).
 * `explain_bottleneck` — times each stage of one batch in isolation (read, decode,
   transform, collate, worker → main copy, pin, device copy), scales the worker-side stages
-  by the number of workers, and names the stage that limits the loader with the knob for it.
+  by the number of workers, and names the stage that limits the loader with what would speed it up
+  for this dataset — not what it already does (a decoder it uses, workers on every CPU).
 * `find_slow_samples` — per-sample ``__getitem__`` times, slowest first, with their paths.
 * `record_timeline` — which worker produced which batch, when; and when the loop got it.
 * `ProfiledLoader` — what ``LABKIT_PROFILE=1`` wraps around labkit's loader factory.
@@ -25,6 +26,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from labkit.collate import stack_uint8
+from labkit.datasets import DecodedArrayDataset, ImageFolderDataset
+from labkit.decode import DECODERS, MAX_PIXELS
 from labkit.eventlog import SharedLog
 from labkit.settings import usable_cpus
 from labkit.transfer import _to_device
@@ -195,17 +198,9 @@ class ProfiledLoader:
 
 # -- bottleneck explainer ------------------------------------------------------------------------------------
 
-KNOBS = {
-    "read": "storage: pack the files into one file (labkit pack), keep data on local disk, or give it page cache",
-    "decode": "decoding: a faster decoder (decoder='pil-reduced' or 'torchvision'), a decoded pack "
-              "(labkit pack --decoded), or more workers",
-    "transform": "CPU transforms: make them cheaper, or move them to the device after the copy",
-    "collate": "collate: stack uint8 (labkit.collate.stack_uint8), keep float conversion out of workers",
-    "worker→main copy": "inter-process copy: keep batches uint8, collate straight into shared memory",
-    "pin": "pinning: pinned-memory copies of big batches; keep batches uint8 (4x smaller than float32)",
-    "device copy": "host→device copy: pin_memory=True with non_blocking copies on a side stream "
-                   "(labkit.transfer.DevicePrefetcher), and copy uint8",
-}
+_CLEARLY_FASTER = 0.9  # a decoder is advised only if it took under 90 % of the time: closer is within timing noise
+_DEVICE_COPY = ("pin_memory=True with non_blocking copies on a side stream (labkit.transfer.DevicePrefetcher), "
+                "and copy uint8")
 _WORKER_STAGES = ("read", "decode", "transform", "collate", "worker→main copy")
 
 
@@ -228,6 +223,7 @@ class BottleneckReport:
     batch_size: int
     workers: int
     skipped: Dict[str, str] = field(default_factory=dict)
+    advice: str = ""  # what would speed up the slowest stage of this dataset with these settings
 
     @property
     def slowest(self) -> StageTime:
@@ -249,7 +245,7 @@ class BottleneckReport:
         for name, why in self.skipped.items():
             lines.append(f"  {name:<18}{'—':>10}   not timed: {why}")
         slow = self.slowest
-        lines.append(f"slowest: {slow.name} -> {KNOBS[slow.name]}")
+        lines.append(f"slowest: {slow.name} -> {self.advice}")
         lines.append(f"bound: about {self.bound_images_per_s:.0f} images/s from this pipeline")
         return "\n".join(lines)
 
@@ -332,7 +328,58 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
         stages.append(StageTime("device copy", _median_time(copy, repeats), False))
     else:
         skipped["pin"] = skipped["device copy"] = "no CUDA device here"
-    return BottleneckReport(stages, len(indices), workers, skipped)
+    report = BottleneckReport(stages, len(indices), workers, skipped)
+    slowest = report.slowest.name
+    decoder_s = _decoder_times(dataset, raw, repeats) if slowest == "decode" else {}
+    report.advice = advise(slowest, dataset, collate_fn, tensors, workers, usable_cpus(), decoder_s)
+    return report
+
+
+def _decoder_times(dataset: Dataset, raw: List[Any], repeats: int) -> Dict[str, float]:
+    """Seconds per batch for every decoder on the same bytes, for a dataset that decodes files."""
+    if not (isinstance(getattr(dataset, "decoder", None), str) and raw and isinstance(raw[0], bytes)):
+        return {}
+    size, max_pixels = getattr(dataset, "size", None), getattr(dataset, "max_pixels", MAX_PIXELS)
+    return {name: _median_time(lambda fn=fn: [fn(r, size, max_pixels) for r in raw], repeats)
+            for name, fn in DECODERS.items()}
+
+
+def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence[torch.Tensor], workers: int,
+           cpus: int, decoder_s: Optional[Dict[str, float]] = None) -> str:
+    """What would make ``stage`` cheaper for this dataset and these settings — only what it does not do
+    already (``decoder_s``: seconds per batch measured for each decoder, to name only faster ones)
+    — or a plain statement that the stage is at its best here."""
+    options: List[str] = []
+    if stage == "read":
+        if isinstance(dataset, ImageFolderDataset):
+            options.append("pack the files into one file (labkit pack): one mmap instead of a file open per image")
+        options.append("keep the data on local disk and leave it room in the page cache")
+    elif stage == "decode":
+        current = getattr(dataset, "decoder", None)
+        if decoder_s and current in decoder_s:
+            faster = sorted((t, name) for name, t in decoder_s.items() if t < decoder_s[current] * _CLEARLY_FASTER)
+            if faster:
+                options.append("decoder=" + " or ".join(f"{name!r} ({t * 1000:.0f} ms a batch here)" for t, name in faster)
+                               + f" instead of {current!r} ({decoder_s[current] * 1000:.0f} ms)")
+        if not isinstance(dataset, DecodedArrayDataset):
+            options.append("a decoded pack (labkit pack --decoded N, read with DecodedArrayDataset): no decode at all")
+    elif stage == "transform":
+        options.append("make the transforms cheaper, or move them to the device after the copy")
+    elif stage == "collate" and collate_fn is not stack_uint8:
+        options.append("collate with labkit.collate.stack_uint8 (uint8, straight into one tensor)")
+    elif stage in ("worker→main copy", "pin"):
+        if any(t.is_floating_point() for t in tensors):
+            options.append("hand over uint8 batches and convert on the device: 4x fewer bytes than float32")
+        if stage == "worker→main copy":
+            options.append("reuse shared-memory batch slots instead of a fresh segment per batch (labkit.slots.SlotLoader)")
+    elif stage == "device copy":
+        options.append(_DEVICE_COPY)
+    if stage in _WORKER_STAGES and workers < cpus:
+        options.append(f"more workers ({workers} now, {cpus} CPUs)")
+    if not options:
+        return (f"{stage} is already at its best with these settings ({workers} workers on {cpus} CPUs); "
+                "the remaining levers are fewer pixels per sample or more CPUs")
+    return "; ".join(options)
 
 
 # -- slow samples --------------------------------------------------------------------------------------------

@@ -4,10 +4,11 @@ import time
 import matplotlib
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 
-from labkit.datasets import ImageFolderDataset
-from labkit.profiling import (ProfiledLoader, explain_bottleneck, find_slow_samples, profile_loader,
+from labkit.collate import stack_uint8
+from labkit.datasets import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.profiling import (ProfiledLoader, advise, explain_bottleneck, find_slow_samples, profile_loader,
                               record_timeline, verdict)
 
 from conftest import OUT
@@ -108,3 +109,40 @@ def test_profiled_loader_reports_each_epoch():
         assert sum(len(b[0]) for b in loader) == 8
     assert len(loader.reports) == 2 and out.getvalue().count("LABKIT_PROFILE") == 2
     assert loader.batch_size == 4  # attributes of the wrapped loader stay reachable
+
+
+def _uint8_batch():
+    return [torch.zeros(4, 3, 8, 8, dtype=torch.uint8), torch.zeros(4, dtype=torch.int64)]
+
+
+def test_decode_advice_names_only_decoders_it_does_not_use_and_that_measured_faster(photos, decoded_pack):
+    ds = ImageFolderDataset(photos, "pil-reduced", OUT)
+    slower_alternatives = {"pil": 0.05, "pil-reduced": 0.02, "torchvision": 0.03}
+    advice = advise("decode", ds, stack_uint8, _uint8_batch(), workers=2, cpus=2, decoder_s=slower_alternatives)
+    assert "decoder=" not in advice and "decoded pack" in advice and "more workers" not in advice
+    advice = advise("decode", ds, stack_uint8, _uint8_batch(), workers=2, cpus=2,
+                    decoder_s={**slower_alternatives, "torchvision": 0.01})
+    assert "decoder='torchvision' (10 ms" in advice and "instead of 'pil-reduced' (20 ms)" in advice
+    assert "'pil'" not in advice
+    advice = advise("decode", DecodedArrayDataset(decoded_pack), stack_uint8, _uint8_batch(), workers=1, cpus=2)
+    assert advice == "more workers (1 now, 2 CPUs)"
+    advice = advise("decode", DecodedArrayDataset(decoded_pack), stack_uint8, _uint8_batch(), workers=2, cpus=2)
+    assert "already at its best" in advice
+
+
+def test_advice_for_other_stages_follows_what_the_dataset_already_does(photos, encoded_pack):
+    folder, pack = ImageFolderDataset(photos, "pil", OUT), PackedDataset(encoded_pack, "pil", OUT)
+    assert "labkit pack" in advise("read", folder, stack_uint8, _uint8_batch(), 2, 2)
+    assert "labkit pack" not in advise("read", pack, stack_uint8, _uint8_batch(), 2, 2)
+    assert "already at its best" in advise("collate", pack, stack_uint8, _uint8_batch(), 2, 2)
+    assert "stack_uint8" in advise("collate", pack, default_collate, _uint8_batch(), 2, 2)
+    floats = [torch.zeros(4, 3, 8, 8)]
+    assert "uint8" in advise("worker→main copy", pack, stack_uint8, floats, 2, 2)
+    assert "fewer bytes" not in advise("worker→main copy", pack, stack_uint8, _uint8_batch(), 2, 2)
+
+
+def test_explainer_never_advises_the_decoder_in_use(photos):
+    for decoder in ("pil-reduced", "torchvision"):
+        report = explain_bottleneck(ImageFolderDataset(photos, decoder, OUT), batch_size=8, num_workers=2, repeats=1)
+        assert report.advice and report.advice in str(report)
+        assert f"decoder={decoder!r}" not in report.advice
