@@ -1,5 +1,8 @@
 import multiprocessing as mp
+import os
 import queue
+import subprocess
+import sys
 
 import pytest
 from torch.utils.data import DataLoader
@@ -14,14 +17,7 @@ def _records(batches):
 
 @pytest.fixture(scope="module")
 def shards(tmp_path_factory):
-    paths = []
-    for s, size in enumerate([7, 5, 9]):
-        path = str(tmp_path_factory.mktemp("shards") / f"shard-{s}.pack")
-        with PackWriter(path, ["a"]) as w:
-            for k in range(size):
-                w.add(f"{s}-{k}".encode(), 0, f"a/{s}-{k}")
-        paths.append(path)
-    return paths
+    return _write_shards(tmp_path_factory.mktemp("shards"), [7, 5, 9])
 
 
 ALL = sorted(f"{s}-{k}" for s, size in enumerate([7, 5, 9]) for k in range(size))
@@ -35,13 +31,79 @@ def _iterate(dataset, workers):
     return _records(DataLoader(dataset, batch_size=None, num_workers=workers))
 
 
+def _held_back(plan):
+    return [f"{os.path.basename(shard)[6:-5]}-{index}" for shard, index in plan.held_back]
+
+
 @pytest.mark.parametrize("workers,world", [(0, 1), (1, 1), (2, 1), (3, 1), (2, 2), (0, 4), (3, 2)])
 def test_every_record_exactly_once_across_ranks_and_workers(shards, workers, world):
-    seen = []
+    seen, per_rank = [], []
     for rank in range(world):
         ds = ShardedIterableDataset(shards, decode=_decode, shuffle_buffer=4, seed=1, rank=rank, world_size=world)
-        seen += _iterate(ds, workers)
-    assert sorted(seen) == ALL
+        plan = ds.epoch_plan(workers)
+        records = _iterate(ds, workers)
+        assert ds.plans == [plan]  # what the workers iterated by is what the main process planned
+        seen += records
+        per_rank.append(len(records))
+    held = _held_back(plan)
+    assert len(set(seen)) == len(seen) and not set(seen) & set(held)  # yielded once; held back, not yielded
+    assert sorted(seen + held) == ALL  # and nothing lost silently
+    assert len(set(per_rank)) == 1 and len(held) < plan.consumers == world * max(1, workers)
+
+
+UNEVEN = list(range(5, 24, 3))  # seven shards of 5, 8, ..., 23 records
+
+
+@pytest.fixture(scope="module")
+def uneven_shards(tmp_path_factory):
+    return _write_shards(tmp_path_factory.mktemp("uneven"), UNEVEN)
+
+
+def _write_shards(folder, sizes):
+    paths = []
+    for s, size in enumerate(sizes):
+        path = str(folder / f"shard-{s}.pack")
+        with PackWriter(path, ["a"]) as w:
+            for k in range(size):
+                w.add(f"{s}-{k}".encode(), 0, f"a/{s}-{k}")
+        paths.append(path)
+    return paths
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_uneven_shards_give_every_rank_the_same_count_and_hold_back_different_records_each_epoch(uneven_shards,
+                                                                                                 workers):
+    total, held_by_epoch = sum(UNEVEN), []
+    for epoch in range(2):
+        seen = {}
+        for rank in range(2):
+            ds = ShardedIterableDataset(uneven_shards, decode=_decode, seed=3, rank=rank, world_size=2)
+            ds.set_epoch(epoch)
+            plan = ds.epoch_plan(workers)
+            seen[rank] = _iterate(ds, workers)
+        assert len(seen[0]) == len(seen[1]) == plan.per_consumer * max(1, workers), f"epoch {epoch}"
+        everything = seen[0] + seen[1] + _held_back(plan)
+        assert len(everything) == len(set(everything)) == total
+        assert sum(plan.held_back_by_shard().values()) == len(plan.held_back) == total % plan.consumers
+        held_by_epoch.append(set(_held_back(plan)))
+    if held_by_epoch[0]:
+        assert held_by_epoch[0] != held_by_epoch[1]
+    assert "held back" in str(plan) or not plan.held_back
+
+
+def test_repeat_mode_fills_the_short_ranks_and_loses_nothing(uneven_shards):
+    seen = {}
+    for rank in range(2):
+        ds = ShardedIterableDataset(uneven_shards, decode=_decode, seed=3, rank=rank, world_size=2, balance="repeat")
+        plan = ds.epoch_plan(2)
+        seen[rank] = _iterate(ds, 2)
+    everything = seen[0] + seen[1]
+    assert len(seen[0]) == len(seen[1]) and set(everything) == {f"{s}-{k}" for s, n in enumerate(UNEVEN)
+                                                               for k in range(n)}
+    assert len(everything) - len(set(everything)) == plan.repeated == 4 * 25 - sum(UNEVEN)
+    assert plan.held_back == [] and "repeated" in str(plan)
+    with pytest.raises(ValueError, match="balance"):
+        ShardedIterableDataset(uneven_shards, balance="pad")
 
 
 def _log_lines():
@@ -94,3 +156,21 @@ def test_live_stream_buffer_is_bounded():
         stream.put(3, timeout=0.2)  # the producer waits for the consumer: back-pressure
     with pytest.raises(TypeError, match="length unknown"):
         len(LiveStreamDataset(stream))
+
+
+@pytest.mark.timeout(150)
+def test_ddp_over_uneven_shards_finishes_two_epochs_under_torchrun(uneven_shards):
+    """Without equal work per rank the rank with fewer batches leaves the epoch and the other waits in
+    an all-reduce for ever: this run would hang until the timeout below."""
+    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_uneven_child.py")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", child,
+               *uneven_shards]
+    try:
+        out = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail(f"DDP over uneven shards hung for {e.timeout:.0f} s: a rank ran out of batches while the "
+                    f"other waited in an all-reduce.\n{e.stdout or ''}{e.stderr or ''}")
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
+    assert len(lines) == 2, out.stdout + out.stderr
+    assert "all ranks [[12, 12], [12, 12]]" in lines[0]  # 98 records: 24 per worker, 6 batches of 4 each
