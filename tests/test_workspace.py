@@ -54,9 +54,12 @@ def test_course_workspace_keeps_quick_and_full_data_apart(tmp_path, monkeypatch,
     monkeypatch.setattr(workspace, "PhotoSpec", lambda n=5: PhotoSpec(n=n, classes=2, width=64, height=48))
     monkeypatch.delenv("LABKIT_QUICK", raising=False)
     quick = workspace.course_workspace(progress=False)  # quick when the variable is unset
+    out = capsys.readouterr().out
+    assert str(tmp_path) not in out and out.count("[verify] OK") == 2  # no machine paths; new packs verified
     assert quick.count == 4 and quick.folder == str(tmp_path / "photos-quick")
     assert os.path.isfile(quick.pack) and os.path.isfile(quick.decoded_pack)
-    assert str(tmp_path) not in capsys.readouterr().out  # a notebook's output shows no machine paths
+    workspace.course_workspace(progress=False)
+    assert "[verify]" not in capsys.readouterr().out  # up to date: the datasets check checksums as they read
     monkeypatch.setenv("LABKIT_QUICK", "0")
     full = workspace.course_workspace(progress=False)
     assert full.count == 5 and full.folder == str(tmp_path / "photos")
