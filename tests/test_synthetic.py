@@ -112,3 +112,18 @@ def test_bad_specs_are_refused():
         PhotoSpec(grayscale=0.7, cmyk=0.5)
     with pytest.raises(ValueError):
         PhotoSpec(quality=0)
+
+
+def test_radial_power_spectrum_is_what_the_slope_is_fitted_to():
+    from labkit.synthetic import radial_power_spectrum
+
+    spec = PhotoSpec(n=1, width=320, height=240)
+    image = np.asarray(Image.open(io.BytesIO(encode_sample(spec, plan_sample(spec, 0)))))
+    f, power = radial_power_spectrum(image)
+    assert f[0] == 0 and np.all(np.diff(f) == 1) and len(f) == len(power) and power[0] < 1e-6 * power[1]
+    band = (f >= 4) & (f <= 120)
+    fitted = np.polyfit(np.log(f[band]), np.log(power[band]), 1)[0]
+    assert fitted == pytest.approx(spectrum_slope(image, 4, 120))
+    noise = np.random.default_rng(0).normal(size=(240, 320))
+    _, flat = radial_power_spectrum(noise)
+    assert np.std(np.log(flat[4:120])) < 0.5  # white noise: the same power at every frequency
