@@ -2,14 +2,16 @@
 """Soak: many epochs with 2 persistent workers; memory per process per epoch, open fds and /dev/shm after.
 
 Reads the encoded pack of ``--data`` (made, packed and verified by `labkit.workspace.prepare`
-when missing: 256 images in quick mode) through `make_loader` with persistent workers, and at the
-end of every epoch records the resident, anonymous and private memory of the main process and of
-each worker (`labkit.soak`). It flags any process whose RSS grew more than 10 % from the end of the
-first epoch to the end of the last, any file descriptor the main process kept, and any
-/dev/shm segment left behind; writes the records as JSON and a plot of memory per epoch.
+when missing: 256 images in quick mode) through `make_loader` with persistent workers, and reads
+every memory figure of the main process and of each worker after their first batches and at the end
+of every epoch (`labkit.soak`). It flags any process whose unique anonymous memory (what a leak or
+copy-on-write grows) grew more than 10 % and 16 MiB, any file descriptor the main process kept, and any
+/dev/shm segment left behind; it explains any growth of RSS by kind of page (the pack's pages,
+mapped as the epochs read it, are file-backed and reclaimable), and says how much of the pack sits
+in the page cache. Writes the records as JSON and a plot of memory per epoch.
 
-    LABKIT_QUICK=1 python benchmarks/soak.py --data /tmp/soakdata   # 256 images, 20 epochs
-    python benchmarks/soak.py --epochs 50                           # data/photos, 2,000 images
+    LABKIT_QUICK=1 python benchmarks/soak.py --data data/soak-quick   # 256 images, 20 epochs
+    python benchmarks/soak.py --epochs 50                            # data/photos, 2,000 images
 """
 
 from __future__ import annotations
@@ -20,27 +22,41 @@ import os
 
 from labkit.datasets import PackedDataset
 from labkit.measure import describe_machine, machine_info
+from labkit.pagecache import resident_fraction
+from labkit.procmem import MEASURES, os_name
 from labkit.samplers import BlockShuffleSampler
 from labkit.settings import quick_mode
 from labkit.soak import SoakReport, run_soak
 from labkit.workspace import OUTPUT_SIZE, prepare
 
 
+PANELS = (("rss", "RSS (what top shows)"), ("file_backed", "file-backed: the pack's pages, libraries"),
+          ("unique_anonymous", "unique anonymous: the verdict's"))
+
+
 def plot(report: SoakReport, path: str, title: str) -> None:
-    """RSS, anonymous and private memory of each process at the end of each epoch."""
+    """RSS, its file-backed part and the verdict's unique memory of each process, after the first
+    batches (epoch 0) and at the end of each epoch."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
-    epochs = [e.epoch for e in report.epochs]
+    records = [report.first_batch, *report.epochs]
+    epochs = [e.epoch for e in records]
     fig, axes = plt.subplots(1, 3, figsize=(14, 4))
-    for ax, kind, label in zip(axes, ("rss", "anonymous", "private"), ("RSS", "anonymous (heap)", "private (USS)")):
+    panels = list(PANELS)
+    if report.leak_measure != "unique_anonymous":
+        panels[2] = (report.leak_measure, f"{MEASURES[report.leak_measure]}: the verdict's")
+    for ax, (kind, label) in zip(axes, panels):
+        ax.set_xlabel("epoch (0: after the first batches)")
+        ax.set_ylabel(f"{label}, MiB", fontsize=8)
+        if any(getattr(e, kind)[role] is None for e in records for role in report.pids):
+            ax.text(0.5, 0.5, f"not available on {os_name()}", ha="center", transform=ax.transAxes)
+            continue
         for role in report.pids:
-            ax.plot(epochs, [getattr(e, kind)[role] / 2**20 for e in report.epochs], marker=".", label=role)
-        ax.set_xlabel("epoch")
-        ax.set_ylabel(f"{label}, MiB")
+            ax.plot(epochs, [getattr(e, kind)[role] / 2**20 for e in records], marker=".", label=role)
         ax.set_ylim(bottom=0)
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
@@ -73,11 +89,16 @@ def main() -> None:
     print(report.summary())
     seconds = [e.seconds for e in report.epochs]
     print(f"epoch time: {seconds[0]:.2f} s first, {min(seconds):.2f}-{max(seconds[1:]):.2f} s after")
+    cached = resident_fraction(ws.pack)
+    pack_mib = os.path.getsize(ws.pack) / 2**20
+    print(f"pack: {pack_mib:.0f} MiB, " + (f"{cached:.0%} of it in the page cache after the run" if cached >= 0 else
+                                           f"page-cache residency not available on {os_name()}"))
     out = args.json or os.path.join(os.path.dirname(__file__), "results", f"soak_{info['cpu_count']}cpu.json")
     with open(out, "w", encoding="utf-8") as f:
-        json.dump({"machine": info, "pack": ws.pack, "images": ws.count, "decoder": args.decoder,
-                   "size": OUTPUT_SIZE, "batch_size": args.batch_size, "workers": args.workers,
-                   **report.to_dict()}, f, indent=1)
+        json.dump({"machine": info, "pack": os.path.relpath(ws.pack), "pack_mib": pack_mib,
+                   "pack_in_page_cache": cached if cached >= 0 else None, "images": ws.count,
+                   "decoder": args.decoder, "size": OUTPUT_SIZE, "batch_size": args.batch_size,
+                   "workers": args.workers, **report.to_dict()}, f, indent=1)
     picture = args.plot or os.path.splitext(out)[0] + ".png"
     plot(report, picture, f"{args.epochs} epochs, {ws.count} images, {args.workers} persistent workers — "
                           f"{describe_machine(info)}")

@@ -22,6 +22,7 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tupl
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
+from tqdm.auto import tqdm
 
 from labkit.autotune import NO_DECODE, Budget, Config, autotune, default_budget
 from labkit.collate import MixUp, MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
@@ -32,7 +33,7 @@ from labkit.doctor import main_thread_budget, torch_threads
 from labkit.hostmem import HostBuffers
 from labkit.measure import describe_machine, machine_info, measure_loader, spread_indices
 from labkit.pagecache import evict
-from labkit.procmem import PeakRss, tree_cpu_seconds
+from labkit.procmem import PeakMemory, describe_tree_memory, tree_cpu_seconds, tree_memory_measure
 from labkit.samplers import BlockShuffleSampler
 from labkit.settings import usable_cpus
 from labkit.slots import SlotLoader
@@ -116,7 +117,7 @@ class Result:
     step_s: float
     runs_images_per_s: List[float]
     cpu_util: float
-    rss_mb: float
+    peak_memory_mb: float  # main process + workers, shared pages once: PSS summed (`labkit.procmem.tree_memory_bytes`)
     gpu_busy: Optional[float]
     seed_step_s: Optional[float]
     loader: Dict[str, Any] = field(default_factory=dict)
@@ -244,13 +245,14 @@ def model_step(device: torch.device, classes: int) -> Callable[[Any], None]:
 
 def measure_version(version: Version, ws: Workspace, settings: Settings, decoder: str,
                     tuned: Optional[Config] = None, step: Optional[Callable[[Any], None]] = None) -> Result:
-    """Build, warm up and time one version: images/s and step time (medians), CPU use, peak RSS, GPU busy."""
+    """Build, warm up and time one version: images/s and step time (medians), CPU use, peak memory (PSS of
+    main + workers), GPU busy."""
     device = settings.resolved_device()
     if settings.cold:
         evict([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
     loader, described = build_loader(version, ws, settings, decoder, tuned)
     batches = device_batches(version, loader, settings, len(ws.classes))
-    peak = PeakRss()
+    peak = PeakMemory()
     busy = [0.0]
 
     def on_batch(batch: Any) -> None:
@@ -324,32 +326,34 @@ def seed_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]
 
 
 def budget_note(results: List[Result], budget: Budget) -> str:
-    """Whether every version's peak RSS (main process + workers) stayed inside the autotuner's RAM budget."""
-    over = [f"{r.id} {r.rss_mb:.0f} MB" for r in results if r.rss_mb * 2**20 > budget.ram_bytes]
-    worst = max(results, key=lambda r: r.rss_mb, default=None)
+    """Whether every version's peak memory (main process + workers) stayed inside the autotuner's RAM budget."""
+    measure = tree_memory_measure()
+    over = [f"{r.id} {r.peak_memory_mb:.0f} MB" for r in results if r.peak_memory_mb * 2**20 > budget.ram_bytes]
+    worst = max(results, key=lambda r: r.peak_memory_mb, default=None)
     if worst is None:
         return f"autotuner's memory budget here: {budget}"
     if over:
-        return f"peak RSS over the autotuner's RAM budget ({budget}): {', '.join(over)}"
-    return (f"peak RSS of every version within the autotuner's budget ({budget}): the largest, {worst.id}, "
-            f"{worst.rss_mb:.0f} MB")
+        return f"peak {measure} over the autotuner's RAM budget ({budget}): {', '.join(over)}"
+    return (f"peak {measure} of every version within the autotuner's budget ({budget}): the largest, {worst.id}, "
+            f"{worst.peak_memory_mb:.0f} MB")
 
 
 def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str, Any], header: str,
                  notes: List[str]) -> str:
     lines = [f"Machine: {describe_machine(info)}", header, "",
              f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs v1':>8}{'seed s':>8}{'seed x':>8}"
-             f"{'CPU %':>7}{'RSS MB':>8}"]
+             f"{'CPU %':>7}{tree_memory_measure() + ' MB':>8}"]
     lines.append("-" * len(lines[-1]))
     seed_v1 = VERSIONS[0].seed_step_s
     for r in results:
         seed = f"{r.seed_step_s:>8.2f}{seed_v1 / r.seed_step_s:>7.2f}x" if r.seed_step_s else f"{'':>16}"
         lines.append(f"{r.id:<4}{r.name[:63]:<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
-                     f"{seed}{r.cpu_util * 100:>7.0f}{r.rss_mb:>8.0f}")
+                     f"{seed}{r.cpu_util * 100:>7.0f}{r.peak_memory_mb:>8.0f}")
     for vid, why in skipped.items():
         lines.append(f"{vid:<4}not run: {why}")
     lines.append("")
     lines.append(f"seed s / seed x: {SEED_MACHINE}.")
+    lines.append(f"{tree_memory_measure()} MB: peak {describe_tree_memory()}.")
     lines.extend(f"note: {n}" for n in notes)
     return "\n".join(lines)
 
@@ -378,6 +382,14 @@ def plot(results: List[Result], path: str, title: str) -> None:
     plt.close(fig)
 
 
+def _shown(path: str) -> str:
+    """``path`` relative to the working directory, as a report shows it: no machine's absolute paths."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # Windows: another drive
+        return path
+
+
 def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = None,
                  json_path: Optional[str] = None, plot_path: Optional[str] = None,
                  progress: bool = True) -> Dict[str, Any]:
@@ -391,9 +403,10 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     skipped: Dict[str, str] = {}
     tuned: Optional[Config] = None
     tuned_note = ""
-    for version in VERSIONS:
-        if only and version.id not in only:
-            continue
+    bar = tqdm([v for v in VERSIONS if not only or v.id in only], desc="ablation", unit="version",
+               disable=not progress)
+    for version in bar:
+        bar.set_postfix_str(version.id)
         if version.cuda_only and device.type != "cuda":
             skipped[version.id] = "needs a CUDA device"
             continue
@@ -406,12 +419,12 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
                           f"{tuned.workers} workers, prefetch_factor {tuned.prefetch}, main threads "
                           f"{tuned.main_threads or 'default'}, {tuned.sampler} batches")
             if progress:
-                print(f"  {tuned_note}")
+                bar.write(f"  {tuned_note}")
         decoder = fastest if version.decoder == "fastest" else version.decoder
         result = measure_version(version, ws, settings, decoder, tuned if version.decoder == "tuned" else None, step)
         results.append(result)
         if progress:
-            print(f"  {result.id}: {result.images_per_s:8.1f} images/s, step {result.step_s:.3f} s", flush=True)
+            bar.write(f"  {result.id}: {result.images_per_s:8.1f} images/s, step {result.step_s:.3f} s")
     base = next((r.images_per_s for r in results if r.id == "v1"), results[0].images_per_s if results else 1.0)
     for r in results:
         r.speedup_vs_v1 = r.images_per_s / base
@@ -427,16 +440,16 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     notes.append("cold run: page cache dropped before each version (posix_fadvise)" if settings.cold else
                  "warm run: files stay in the page cache between versions (--cold drops them)")
     mode = "with a model step" if settings.model else "data only (as the seed)"
-    header = (f"Data: {ws.count} images from {ws.folder} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "
+    header = (f"Data: {ws.count} images from {_shown(ws.folder)} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "
               f"{settings.batch_size}, {settings.resolved_workers()} workers, {mode}, device {device}; median of "
               f"{settings.runs} runs of {settings.steps} steps after a warm-up run"
               + (f" (more runs, up to {settings.min_seconds:g} s, for fast versions)" if settings.min_seconds else ""))
     print()
     print(format_table(results, skipped, info, header, notes))
     report = {"machine": info, "settings": {**asdict(settings), "device": str(device), "images": ws.count,
-                                            "folder": ws.folder, "fastest_decoder": fastest},
+                                            "folder": _shown(ws.folder), "fastest_decoder": fastest},
               "versions": [asdict(r) for r in results], "skipped": skipped, "notes": notes,
-              "memory_budget": asdict(budget),
+              "memory_budget": asdict(budget), "peak_memory": describe_tree_memory(),
               "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}}}
     if json_path:
         with open(json_path, "w", encoding="utf-8") as f:

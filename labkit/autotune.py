@@ -4,14 +4,16 @@ memory budget.
 PyTorch has no autotuner; tf.data's AUTOTUNE is the peer, and its users meet out-of-memory
 kills because it optimises speed alone. This one treats memory as a constraint first: a
 configuration whose in-flight batches would not fit half of /dev/shm is not even tried,
-and one whose measured RSS (main process + workers) goes over the RAM budget is rejected.
+and one whose measured peak memory goes over the RAM budget is rejected: the PSS of the main process
+and its workers summed (`labkit.procmem.tree_memory_bytes`), so that the pages they share (the
+parent's heap, the mmap'd pack) count once, not once per worker as summed RSS would.
 For each decoder it adds workers one at a time and stops as soon as one more worker buys
 less than ``min_gain``; then it tries a deeper prefetch on the best worker count, and the
 main process's thread count and the batch layout (random batches, or locality-aware ones from
 `labkit.samplers.BlockShuffleSampler`) on the winner. What it measures is the whole pipeline up to
 the device: the loader, then normalisation and MixUp (`labkit.transfer.DevicePrefetcher`).
 
-The search (`search`) takes any ``measure(config) -> (images/s, peak RSS bytes)``, so it can be
+The search (`search`) takes any ``measure(config) -> (images/s, peak memory bytes)``, so it can be
 tested on a cost model; `autotune` plugs in real loaders over a pack.
 """
 
@@ -29,7 +31,7 @@ from labkit.datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode import DECODERS
 from labkit.doctor import memory_facts, shm_batches, torch_threads
 from labkit.measure import describe_machine, machine_info, measure_loader
-from labkit.procmem import PeakRss
+from labkit.procmem import PeakMemory, tree_memory_measure
 from labkit.samplers import BlockShuffleSampler
 from labkit.settings import usable_cpus
 from labkit.transfer import DevicePrefetcher
@@ -66,7 +68,7 @@ def default_budget(fraction: float = 0.5) -> Budget:
 class Trial:
     config: Config
     images_per_s: float = 0.0
-    peak_rss: int = 0
+    peak_memory: int = 0  # bytes, main process + workers (TuneResult.memory_measure says which figure)
     in_flight: int = 0
     verdict: str = "measured"  # or why it was rejected
 
@@ -78,14 +80,15 @@ class TuneResult:
     budget: Budget
     trials: List[Trial] = field(default_factory=list)
     machine: Dict[str, Any] = field(default_factory=dict)
+    memory_measure: str = "PSS"  # what peak_memory sums: PSS, or USS / RSS where the OS gives no PSS
 
     def __str__(self) -> str:
         lines = [f"{'decoder':<22}{'workers':>8}{'prefetch':>9}{'threads':>8}{'batches':>8}{'images/s':>10}"
-                 f"{'peak RSS MB':>13}  verdict"]
+                 f"{f'peak {self.memory_measure} MB':>13}  verdict"]
         for t in self.trials:
             threads = t.config.main_threads or "-"
             lines.append(f"{t.config.decoder:<22}{t.config.workers:>8}{t.config.prefetch:>9}{threads:>8}"
-                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_rss / 2**20:>13.0f}  {t.verdict}")
+                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>13.0f}  {t.verdict}")
         b = self.best
         lines.append(f"decision: decoder={b.decoder}, num_workers={b.workers}, prefetch_factor={b.prefetch}, main "
                      f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
@@ -96,8 +99,8 @@ class TuneResult:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"machine": self.machine, "budget": asdict(self.budget), "best": asdict(self.best),
-                "best_images_per_s": self.best_images_per_s,
-                "trials": [{**asdict(t.config), "images_per_s": t.images_per_s, "peak_rss": t.peak_rss,
+                "best_images_per_s": self.best_images_per_s, "memory_measure": self.memory_measure,
+                "trials": [{**asdict(t.config), "images_per_s": t.images_per_s, "peak_memory": t.peak_memory,
                             "in_flight": t.in_flight, "verdict": t.verdict} for t in self.trials]}
 
 
@@ -124,9 +127,9 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
         if trial.in_flight > budget.shm_bytes:
             trial.verdict = f"skipped: {trial.in_flight / 2**20:.0f} MB in flight > shm budget"
             return None
-        trial.images_per_s, trial.peak_rss = measure(config)
-        if trial.peak_rss > budget.ram_bytes:
-            trial.verdict = f"rejected: RSS {trial.peak_rss / 2**20:.0f} MB > RAM budget"
+        trial.images_per_s, trial.peak_memory = measure(config)
+        if trial.peak_memory > budget.ram_bytes:
+            trial.verdict = f"rejected: {trial.peak_memory / 2**20:.0f} MB > RAM budget"
             return None
         return trial
 
@@ -192,7 +195,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
     classes = len(PackedDataset(pack).classes)
 
     def measure(config: Config) -> Tuple[float, int]:
-        peak = PeakRss()
+        peak = PeakMemory()
         with torch_threads(config.main_threads):
             pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes, check_crc)
             result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample,
@@ -203,7 +206,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
     threads = sorted({1, cpus} - {torch.get_num_threads()})
     result = search(measure, names, max_workers, budget, batch_size * 3 * size * size, main_threads=threads,
                     samplers=["block"])
-    result.machine = machine_info()
+    result.machine, result.memory_measure = machine_info(), tree_memory_measure()
     return result
 
 

@@ -17,6 +17,7 @@ import threading
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Sequence, Tuple
 
+import psutil
 import torch
 
 from labkit.settings import usable_cpus
@@ -82,20 +83,14 @@ class MemoryFacts:
 
 
 def memory_facts() -> MemoryFacts:
-    """RAM (``/proc/meminfo``) and ``/dev/shm`` sizes in bytes; zero where the OS has none."""
-    info = {}
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                name, value = line.split(":", 1)
-                info[name] = int(value.split()[0]) * 1024
-    except OSError:
-        pass
+    """RAM (psutil: every OS) and ``/dev/shm`` sizes in bytes; the /dev/shm figures are zero where the
+    OS has no /dev/shm (macOS, Windows)."""
+    ram = psutil.virtual_memory()
     shm_total = shm_free = 0
     if os.path.isdir("/dev/shm"):
         st = os.statvfs("/dev/shm")
         shm_total, shm_free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
-    return MemoryFacts(info.get("MemTotal", 0), info.get("MemAvailable", 0), shm_total, shm_free)
+    return MemoryFacts(ram.total, ram.available, shm_total, shm_free)
 
 
 def _size(n: float) -> str:

@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 
 import pytest
@@ -10,6 +11,7 @@ from labkit.ablation import (VERSIONS, NormalizeInWorker, Result, Settings, budg
 from labkit.autotune import NO_DECODE, Budget, Config
 from labkit.collate import MixCollate, list_collate, stack_samples, stack_uint8
 from labkit.datasets import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
+from labkit.procmem import describe_tree_memory, tree_memory_measure
 from labkit.samplers import BlockShuffleSampler
 from labkit.settings import usable_cpus
 from labkit.slots import SlotLoader
@@ -117,9 +119,9 @@ def test_seed_claims_are_checked_and_reported_with_numbers():
     assert "v8  not run: needs a CUDA device" in table and "0.58" in table
 
 
-def test_peak_rss_is_checked_against_the_autotuners_budget():
+def test_peak_memory_is_checked_against_the_autotuners_budget():
     results = [_result("v1", 100, 0.58), _result("v5", 300, None)]
-    results[1].rss_mb = 2300.0
+    results[1].peak_memory_mb = 2300.0
     assert "within the autotuner's budget" in budget_note(results, Budget(4 * 2**30, 2**30))
     assert "v5 2300 MB" in budget_note(results, Budget(2 * 2**30, 2**30))
     assert "v1" not in budget_note(results, Budget(2 * 2**30, 2**30))
@@ -132,8 +134,22 @@ def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
                           only=["v1", "v3", "v6"], json_path=out, plot_path=png, progress=False)
     saved = json.load(open(out))
     assert [v["id"] for v in saved["versions"]] == ["v1", "v3", "v6"] == [v["id"] for v in report["versions"]]
-    assert all(v["images_per_s"] > 0 and v["rss_mb"] > 0 for v in saved["versions"])
+    assert all(v["images_per_s"] > 0 and v["peak_memory_mb"] > 0 for v in saved["versions"])
+    assert saved["peak_memory"] == describe_tree_memory()
     assert saved["machine"]["cpu_count"] >= 1 and saved["versions"][0]["seed_step_s"] == 0.58
     assert open(png, "rb").read(4) == b"\x89PNG"
-    assert "v3 vs v2" not in capsys.readouterr().out  # no v2 measured: no claim checked against it
+    printed = capsys.readouterr().out
+    assert "v3 vs v2" not in printed  # no v2 measured: no claim checked against it
+    assert f"{tree_memory_measure()} MB: peak {describe_tree_memory()}" in printed  # the column says what it is
     assert saved["memory_budget"]["ram_bytes"] > 0 and any("autotuner's" in n for n in saved["notes"])
+
+
+@pytest.mark.timeout(60)
+def test_the_report_names_the_data_relative_to_the_working_directory(ws, capsys, monkeypatch):
+    monkeypatch.chdir(os.path.dirname(ws.folder))
+    report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+                          only=["v6"], progress=True)
+    captured = capsys.readouterr()
+    assert report["settings"]["folder"] == os.path.basename(ws.folder)
+    assert ws.folder not in captured.out and f"images from {os.path.basename(ws.folder)} ->" in captured.out
+    assert "v6:" in captured.out and "ablation" in captured.err  # the progress bar, one step per version

@@ -1,6 +1,7 @@
 import pytest
 
 from labkit.autotune import NO_DECODE, Budget, Config, autotune, search
+from labkit.procmem import tree_memory_measure
 
 MB = 2**20
 BATCH = 64 * 3 * 256 * 256  # 12 MiB of uint8
@@ -56,7 +57,8 @@ def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
     result = autotune(encoded_pack, decoded_pack, batch_size=8, size=32, max_workers=2, batches=2, runs=1,
                       decoders=["pil-reduced"])
     assert result.best.decoder in ("pil-reduced", NO_DECODE) and result.best_images_per_s > 0
-    assert all(t.peak_rss > 0 for t in result.trials if t.verdict != "skipped")
+    assert all(t.peak_memory > 0 for t in result.trials if t.verdict != "skipped")
+    assert result.memory_measure == tree_memory_measure() and f"peak {result.memory_measure} MB" in str(result)
     best = result.to_dict()["best"]
     assert best["workers"] in (1, 2) or (best["workers"] == 0 and best["decoder"] == NO_DECODE)
     assert any(t.config.workers == 0 for t in result.trials if t.config.decoder == NO_DECODE)
