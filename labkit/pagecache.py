@@ -8,7 +8,7 @@ systems (tmpfs, some overlays) keep the pages anyway, so callers report it as an
 from __future__ import annotations
 
 import os
-from typing import Iterable
+from typing import Iterable, List
 
 
 def can_evict() -> bool:
@@ -58,3 +58,25 @@ def resident_fraction(path: str) -> float:
             return -1.0 if failed else sum(v & 1 for v in vector) / pages
         finally:
             mapping.close()
+
+
+def mapping_processes(path: str) -> List[int]:
+    """Processes that have ``path`` memory-mapped now (Linux ``/proc/<pid>/maps``; [] elsewhere).
+
+    The kernel does not drop a page some process maps, so these are what keeps a file warm after
+    `evict`: a DataLoader worker, another notebook, a reader still alive in this process.
+    Processes of other users cannot be inspected and are not listed."""
+    target = os.stat(path)
+    device = f"{os.major(target.st_dev):02x}:{os.minor(target.st_dev):02x}"
+    pids = []
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()) if os.path.isdir("/proc") else ():
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    fields = line.split(None, 5)  # address perms offset dev inode path
+                    if len(fields) >= 5 and fields[4] == str(target.st_ino) and fields[3] == device:
+                        pids.append(pid)
+                        break
+        except OSError:
+            continue
+    return pids
