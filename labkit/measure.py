@@ -139,3 +139,32 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
     finally:
         stream.close()
     return Throughput(statistics.median(rates), statistics.median(steps), rates, batches)
+
+
+@dataclass
+class EpochTime:
+    """One epoch of a loader: how long until its first batch arrived, and how long it took in all."""
+
+    first_batch_s: float
+    total_s: float
+    batches: int
+
+
+def time_epochs(loader: Iterable, epochs: int = 3) -> List[EpochTime]:
+    """Iterate ``epochs`` whole epochs and time each: the wait for the first batch is where worker
+    start-up shows (paid every epoch unless ``persistent_workers=True``, seed 3.1)."""
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    times: List[EpochTime] = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        first: Optional[float] = None
+        batches = 0
+        for _batch in loader:
+            if first is None:
+                first = time.perf_counter() - start
+            batches += 1
+        if first is None:
+            raise ValueError(_NO_BATCH)
+        times.append(EpochTime(first, time.perf_counter() - start, batches))
+    return times

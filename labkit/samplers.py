@@ -17,6 +17,7 @@ With a plain ``DataLoader`` and workers, the loader pulls indices ahead of your 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -305,3 +306,19 @@ def pages_per_batch(order: Sequence[int], offsets: Sequence[int], lengths: Seque
         pages = np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)]))
         counts.append(len(pages))
     return float(np.mean(counts)) if counts else 0.0
+
+
+@dataclass(frozen=True)
+class OrderScores:
+    """How random an order is (class mix per batch, displacement) and how local its reads are (pages)."""
+
+    class_entropy: float
+    displacement: float
+    pages_per_batch: float
+
+
+def score_order(order: Sequence[int], labels: Sequence[int], offsets: Sequence[int], lengths: Sequence[int],
+                batch_size: int, page_size: int = 1 << 20) -> OrderScores:
+    """The three scores above for one order, so an order's randomness and locality are read side by side."""
+    return OrderScores(batch_class_entropy(order, labels, batch_size), mean_displacement(order),
+                       pages_per_batch(order, offsets, lengths, batch_size, page_size))

@@ -1,3 +1,4 @@
+import time
 import pytest
 import torch
 
@@ -83,3 +84,19 @@ def test_short_passes_are_repeated_until_they_add_up_to_min_seconds_within_max_r
     assert runs(min_seconds=30, max_runs=4) == 4
     assert runs(min_seconds=0.01) == 3  # never fewer than runs
     assert runs(min_seconds=0.1) <= 5  # and it stops once they do: 5 passes of 20 ms or more make 0.1 s
+
+
+def test_time_epochs_times_each_whole_epoch_and_its_first_batch():
+    from labkit.measure import time_epochs
+
+    class Slow:
+        def __iter__(self):
+            for _ in range(3):
+                time.sleep(0.01)
+                yield torch.zeros(2)
+
+    epochs = time_epochs(Slow(), epochs=2)
+    assert [e.batches for e in epochs] == [3, 3]
+    assert all(0.01 <= e.first_batch_s <= e.total_s and e.total_s >= 0.03 for e in epochs)
+    with pytest.raises(ValueError):
+        time_epochs([], epochs=1)

@@ -188,3 +188,16 @@ def test_block_layout_for_batches_reads_each_batch_from_a_few_blocks():
     assert sorted(order) == list(range(2000))
     blocks = [len({i // 125 for i in order[k:k + 64]}) for k in range(0, 2000, 64)]
     assert max(blocks) <= 8 and sorted(blocks)[len(blocks) // 2] <= 4  # a window of 4, or two at its edge
+
+
+def test_score_order_reads_randomness_and_locality_side_by_side():
+    from labkit.samplers import score_order
+
+    n, batch = 256, 16
+    labels, offsets, lengths = np.arange(n) // 32, np.arange(n) * 1000, np.full(n, 1000)
+    sequential = score_order(np.arange(n), labels, offsets, lengths, batch, page_size=16_000)
+    shuffled = score_order(np.random.default_rng(0).permutation(n), labels, offsets, lengths, batch,
+                           page_size=16_000)
+    assert sequential.displacement == 0 and sequential.class_entropy == 0
+    assert sequential.pages_per_batch == pytest.approx(1, abs=0.1)
+    assert shuffled.class_entropy > 0.5 and shuffled.pages_per_batch > 8 * sequential.pages_per_batch

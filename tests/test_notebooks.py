@@ -1,0 +1,150 @@
+"""Every notebook in notebooks/ follows the course's conventions (notebooks/README.md).
+
+These read the notebooks as committed, outputs included: what a learner sees on a code host
+must be a clean quick run. Running them is nbval's job (`make test`).
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import json
+import os
+import re
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+MAX_OUTPUT_BYTES = 2_000_000
+# Directories that only exist on the machine that ran a notebook; /dev/shm and the like are fine.
+MACHINE_PATH = re.compile(r"(?<![\w.])(?:/(?:home|root|tmp|work|Users|private|var/folders|mnt|scratch)/[\w.@+-]+"
+                          r"|[A-Za-z]:\\\\?Users\\)")
+DATASET_BASES = ("Dataset", "IterableDataset", "Sampler", "BatchSampler")
+REQUIRED_HEADINGS = ("learning goals", "takeaways", "exercises")
+
+
+def _ids(paths: List[Path]) -> List[str]:
+    return [p.name for p in paths]
+
+
+def _read(path: Path) -> nbformat.NotebookNode:
+    return nbformat.read(str(path), as_version=nbformat.NO_CONVERT)
+
+
+def _code(cell: nbformat.NotebookNode) -> str:
+    """A code cell's source as Python: IPython magics and shell lines commented out."""
+    lines = cell.source.splitlines()
+    return "\n".join("# " + line if line.lstrip().startswith(("%", "!")) else line for line in lines)
+
+
+def _code_cells(nb: nbformat.NotebookNode) -> Iterator[Tuple[int, nbformat.NotebookNode]]:
+    for k, cell in enumerate(nb.cells):
+        if cell.cell_type == "code":
+            yield k, cell
+
+
+def _output_text(output: nbformat.NotebookNode) -> str:
+    return json.dumps(output, ensure_ascii=False)
+
+
+def test_the_course_has_notebooks_and_readme_lists_each_one():
+    assert NOTEBOOKS, "notebooks/ has no notebook"
+    readme = (ROOT / "notebooks" / "README.md").read_text(encoding="utf-8")
+    listed = set(re.findall(r"\b(\d\d_[a-z0-9_]+)\b", readme))
+    present = {p.stem for p in NOTEBOOKS}
+    assert present <= listed, f"notebooks/README.md does not list {sorted(present - listed)}"
+    assert all(re.fullmatch(r"\d\d_[a-z0-9_]+", p.stem) for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_valid_nbformat_4_with_execution_counts(path):
+    nb = _read(path)
+    assert nb.nbformat == 4
+    nbformat.validate(nb)
+    for k, cell in _code_cells(nb):
+        if cell.outputs:
+            assert cell.execution_count is not None, f"cell {k} has outputs but no execution count (nbval fails it)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_error_output_except_where_the_lab_raises_on_purpose(path):
+    for k, cell in _code_cells(_read(path)):
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        if "raises-exception" in cell.metadata.get("tags", []):
+            assert errors, f"cell {k} is tagged raises-exception but stored no error: the lab shows nothing"
+        else:
+            assert not errors, f"cell {k} stored {errors[0].ename}: {errors[0].evalue}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_absolute_path_of_the_machine_that_ran_it(path):
+    nb = _read(path)
+    here = {str(ROOT), os.path.expanduser("~")} - {"/"}
+    stored = [(f"cell {k}", _output_text(o)) for k, cell in _code_cells(nb) for o in cell.outputs]
+    stored += [(f"cell {k} source", cell.source) for k, cell in enumerate(nb.cells)]
+    stored.append(("metadata", json.dumps(nb.metadata)))
+    for where, text in stored:
+        found = MACHINE_PATH.search(text) or next((re.search(re.escape(p), text) for p in here if p in text), None)
+        assert not found, f"{where} shows the path {found.group(0)!r}: print paths relative to data_root()"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_outputs_stay_small(path):
+    nb = _read(path)
+    size = sum(len(_output_text(o).encode()) for _, cell in _code_cells(nb) for o in cell.outputs)
+    size += len(json.dumps(nb.metadata.get("widgets", {})).encode())
+    assert size < MAX_OUTPUT_BYTES, f"{size / 1e6:.1f} MB of outputs: smaller figures (dpi ~80-100), fewer prints"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_dataset_or_sampler_class_defined_in_a_cell(path):
+    """Workers started by spawn or forkserver cannot unpickle a class defined in a notebook."""
+    for k, cell in _code_cells(_read(path)):
+        for node in ast.walk(ast.parse(_code(cell))):
+            if isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
+                assert not any(b.endswith(DATASET_BASES) for b in bases), (
+                    f"cell {k} defines {node.name}({', '.join(bases)}): put it in labkit and import it")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_title_goals_takeaways_and_exercises(path):
+    nb = _read(path)
+    markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
+    assert markdown and nb.cells[0].cell_type == "markdown" and markdown[0].startswith("# "), "the first cell is a title"
+    headings = [line.lstrip("#").strip().lower() for text in markdown for line in text.splitlines()
+                if line.startswith("#")]
+    for required in REQUIRED_HEADINGS:
+        assert any(h.startswith(required) for h in headings), f"no '{required}' heading"
+    first_code = next(cell for _, cell in _code_cells(nb))
+    assert "quick_mode" in first_code.source and "course_workspace" in first_code.source, (
+        "the first code cell is the course's setup (QUICK, ws = course_workspace(...))")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_labkit_name_imported_exists(path):
+    for k, cell in _code_cells(_read(path)):
+        for node in ast.walk(ast.parse(_code(cell))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "labkit":
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    assert alias.name == "*" or hasattr(module, alias.name) or importlib.util.find_spec(
+                        f"{node.module}.{alias.name}"), f"cell {k}: {node.module} has no {alias.name}"
+            elif isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.name.split(".")[0] == "labkit":
+                        importlib.import_module(alias.name)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_exercise_solutions_are_collapsed(path):
+    """A learner should try an exercise before reading its answer."""
+    for k, cell in enumerate(_read(path).cells):
+        if cell.cell_type == "code" and cell.source.lstrip().lower().startswith("# solution"):
+            assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, (
+                f"cell {k} is a solution: set \"jupyter\": {{\"source_hidden\": true}} in its metadata")
