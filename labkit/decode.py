@@ -29,6 +29,11 @@ import numpy as np
 import torch
 from PIL import Image, ImageOps
 
+# Imported here, not in the functions that use them: a forked DataLoader worker inherits what the
+# parent imported, but pays seconds for its own first import of torchvision, on its first image.
+from torchvision.io import ImageReadMode, decode_image, decode_jpeg
+from torchvision.transforms.v2 import functional as F
+
 Size = Union[int, Tuple[int, int], Sequence[int], None]
 
 #: Largest image (in pixels) a decoder accepts unless told otherwise: Pillow's own default.
@@ -125,8 +130,6 @@ def _pil_to_tensor(img: Image.Image) -> torch.Tensor:
 
 def _resize_uint8(image: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
     """Antialiased bilinear resize of a uint8 C×H×W tensor (torch's vectorised uint8 kernel)."""
-    from torchvision.transforms.v2 import functional as F
-
     return F.resize(image, list(hw), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
 
 
@@ -160,8 +163,6 @@ def decode_pil_reduced(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXE
 
 def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """libjpeg-turbo / libpng through ``torchvision.io``, antialiased bilinear resize on uint8."""
-    from torchvision.io import ImageReadMode, decode_image
-
     header = open_image(data, max_pixels)
     if header.format not in _TORCHVISION_FORMATS or header.mode == "CMYK":
         return _decode_with_pil(data, size, max_pixels, reduced=False)
@@ -186,9 +187,6 @@ def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = 256,
     for the whole batch: decoding leaves the CPU entirely. Only JPEG; check with
     ``labkit verify`` and a decode on the CPU first for anything else.
     """
-    from torchvision.io import ImageReadMode, decode_jpeg
-    from torchvision.transforms.v2 import functional as F
-
     images = decode_jpeg(list(blobs), mode=ImageReadMode.RGB, device=device)
     hw = target_hw(size)
     if hw is not None:

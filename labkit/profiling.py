@@ -462,13 +462,24 @@ class Timeline:
     received: List[float]
     start: float
 
+    @property
+    def span(self) -> float:
+        """Seconds from the start until the loop received its last batch."""
+        return max(self.received) - self.start if self.received else 0.0
+
+    def busy_share(self, worker: int) -> float:
+        """Share of `span` that ``worker`` spent fetching. Fetches still running after the loop's last
+        batch (prefetching that nobody will receive) count only up to it."""
+        end = self.start + self.span
+        busy = sum(max(0.0, min(f["end"], end) - max(f["start"], self.start))
+                   for f in self.fetches if f["worker"] == worker)
+        return busy / self.span if self.span else 0.0
+
     def __str__(self) -> str:
-        span = max(self.received) - self.start if self.received else 0.0
-        lines = [f"{len(self.received)} batches in {span:.2f} s"]
+        lines = [f"{len(self.received)} batches in {self.span:.2f} s"]
         for worker in sorted({f["worker"] for f in self.fetches}):
-            mine = [f for f in self.fetches if f["worker"] == worker]
-            busy = sum(f["end"] - f["start"] for f in mine)
-            lines.append(f"  worker {worker}: {len(mine)} batches, busy {busy / span if span else 0:.0%} of the time")
+            count = sum(f["worker"] == worker for f in self.fetches)
+            lines.append(f"  worker {worker}: {count} batches, busy {self.busy_share(worker):.0%} of the time")
         return "\n".join(lines)
 
     def plot(self, ax: Any = None) -> Any:

@@ -8,7 +8,7 @@ from torch.utils.data import DataLoader, default_collate
 
 from labkit.collate import stack_uint8
 from labkit.datasets import DecodedArrayDataset, ImageFolderDataset, PackedDataset
-from labkit.profiling import (ProfiledLoader, advise, explain_bottleneck, find_slow_samples, profile_loader,
+from labkit.profiling import (ProfiledLoader, Timeline, advise, explain_bottleneck, find_slow_samples, profile_loader,
                               record_timeline, verdict)
 
 from conftest import OUT
@@ -146,3 +146,13 @@ def test_explainer_never_advises_the_decoder_in_use(photos):
         report = explain_bottleneck(ImageFolderDataset(photos, decoder, OUT), batch_size=8, num_workers=2, repeats=1)
         assert report.advice and report.advice in str(report)
         assert f"decoder={decoder!r}" not in report.advice
+
+
+def test_timeline_counts_a_worker_busy_only_while_the_loop_ran():
+    # worker 0 fetched for 2 s of a 2 s run; worker 1's second fetch ran on 3 s past the last batch received
+    fetches = [{"worker": 0, "start": 10.0, "end": 12.0}, {"worker": 1, "start": 10.0, "end": 11.0},
+               {"worker": 1, "start": 11.5, "end": 15.0}]
+    timeline = Timeline(fetches, received=[11.0, 12.0], start=10.0)
+    assert timeline.span == 2.0
+    assert timeline.busy_share(0) == 1.0 and timeline.busy_share(1) == 0.75
+    assert "worker 1: 2 batches, busy 75% of the time" in str(timeline)
