@@ -115,3 +115,8 @@ def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: 
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
     return targets
+
+
+def file_crc32(path: PathLike) -> int:
+    """The CRC32 of a whole file, the checksum `stage_to_local` checks its copies against (to print or compare)."""
+    return _crc32(os.fspath(path))
