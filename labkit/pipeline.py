@@ -132,6 +132,7 @@ class StagedPipeline:
         self.decoders, self.transformers, self.slots = decoders, transformers, slots
         self.ctx = mp.get_context(context)
         self.shm: Optional[shared_memory.SharedMemory] = None
+        self.segment: Optional[str] = None  # name of the last ring, kept after it is unlinked (see segment_exists)
         self.processes: List[Any] = []
 
     def __len__(self) -> int:
@@ -140,6 +141,7 @@ class StagedPipeline:
     def _start(self) -> Tuple[Any, Any, Any, Any, Any]:
         nbytes = self.slots * int(np.prod(self.frame_shape)) * self.dtype.itemsize
         self.shm = shared_memory.SharedMemory(create=True, size=max(1, nbytes))
+        self.segment = self.shm.name
         tasks, ready, results = (self.ctx.Queue(2 * self.slots), self.ctx.Queue(self.slots),
                                  self.ctx.Queue(2 * self.slots))
         free = self.ctx.Queue(self.slots)
@@ -211,3 +213,14 @@ class StagedPipeline:
             self.shm.close()
             self.shm.unlink()
             self.shm = None
+
+
+def segment_exists(name: str) -> bool:
+    """Whether a shared-memory segment of that name still exists: after a pipeline ends, however it
+    ends, its ring (``pipeline.segment``) must not."""
+    try:
+        segment = _attach(name)
+    except FileNotFoundError:
+        return False
+    segment.close()
+    return True

@@ -7,7 +7,7 @@ import pytest
 
 from labkit.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
 from labkit.decode import DecodeError
-from labkit.pipeline import PipelineError, StagedPipeline
+from labkit.pipeline import PipelineError, StagedPipeline, segment_exists
 from labkit.synthetic import ClipSpec, make_clips
 
 SPEC = ClipSpec(n=6, classes=2, frames=4, width=64, height=48, seed=1)
@@ -119,4 +119,16 @@ def test_a_dead_worker_is_reported(clips):
     pipe = StagedPipeline(_folders(clips), _die, _stage2, (4, 48, 64, 3))
     with pytest.raises(PipelineError, match="stage1-0 .* died with exit code 3"):
         list(pipe)
+    assert multiprocessing.active_children() == []
+
+
+@pytest.mark.timeout(60)
+def test_the_ring_is_named_while_it_runs_and_gone_after_an_interrupt(clips):
+    pipe = StagedPipeline(_folders(clips), _stage1(), _stage2, (4, 48, 64, 3), slots=2)
+    assert pipe.segment is None
+    with pytest.raises(KeyboardInterrupt):
+        for _ in pipe:
+            assert segment_exists(pipe.segment)
+            raise KeyboardInterrupt  # what Ctrl-C raises in the loop
+    assert pipe.segment and not segment_exists(pipe.segment)
     assert multiprocessing.active_children() == []
