@@ -56,7 +56,7 @@ def decode_clip(folder: str, frames: int, size: Tuple[int, int]) -> np.ndarray:
             if img.size != tuple(size):
                 raise DecodeError(f"frame is {img.size[0]}x{img.size[1]}, expected {size[0]}x{size[1]}")
             out[t] = np.asarray(img.convert("RGB"))
-        except (DecodeError, OSError) as e:
+        except (OSError, SyntaxError, ValueError) as e:  # DecodeError is a ValueError
             raise DecodeError(f"{path}: {e if isinstance(e, DecodeError) else describe_failure(data, e)}") from None
     return out
 

@@ -79,6 +79,7 @@ def _probe_stride(n: int) -> int:
 
 
 _LOAD_ERRORS = (DecodeError, PackError, OSError)
+_LASTING_ERRORS = (DecodeError, PackError, FileNotFoundError, IsADirectoryError, PermissionError)
 
 
 class LabeledImageDataset(Dataset):
@@ -143,16 +144,24 @@ class LabeledImageDataset(Dataset):
         # samples this process already knows are broken are passed over without decoding them again.
         for k in range(n):
             candidate = (index + k * stride) % n
-            if candidate in self._known_broken:
-                error = None
-            else:
+            if candidate not in self._known_broken:
                 try:
-                    return self._try_load(candidate)
+                    sample = self._try_load(candidate)
                 except SampleError as e:
-                    error = self._known_broken[candidate] = str(e.__cause__)
-            if k == 0 or error is not None:
-                self._skips.append({"index": candidate, "path": self.sample_path(candidate),
-                                    "error": self._known_broken[candidate], "substituted": k == 0})
+                    error = str(e.__cause__)
+                    if isinstance(e.__cause__, _LASTING_ERRORS):  # a failed read (EIO, EMFILE) may succeed later
+                        self._known_broken[candidate] = error
+                    if k == 0:
+                        index_error = error
+                    self._skips.append({"index": candidate, "path": self.sample_path(candidate), "error": error,
+                                        "substituted": False})
+                    continue
+                if k > 0:
+                    self._skips.append({"index": index, "path": self.sample_path(index), "substituted": True,
+                                        "error": self._known_broken.get(index, index_error)})
+                return sample
+            if k == 0:
+                index_error = self._known_broken[index]
         raise SampleError(f"every one of the {n} samples failed to load; see .skipped", index)
 
     def __getitems__(self, indices: Sequence[int]) -> List[Sample]:

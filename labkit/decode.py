@@ -67,7 +67,8 @@ def target_hw(size: Size) -> Optional[Tuple[int, int]]:
 
 _OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
 _SOURCE_LOCATION = re.compile(r"^[\w:()<>~]*,\s*\S+\.(?:c|cc|cpp|cu|h|hpp):\d+,\s*")
-_PLAIN_REASONS = {"cannot identify image file": "no image format Pillow reads starts like this"}
+_PLAIN_REASONS = {"cannot identify image file": "Pillow recognised no image format in it (not an image, or a "
+                                                "damaged header)"}
 
 
 def _describe(data: bytes) -> str:
@@ -187,12 +188,25 @@ def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = 256,
     for the whole batch: decoding leaves the CPU entirely. Only JPEG; check with
     ``labkit verify`` and a decode on the CPU first for anything else.
     """
-    images = decode_jpeg(list(blobs), mode=ImageReadMode.RGB, device=device)
+    try:
+        images = decode_jpeg(list(blobs), mode=ImageReadMode.RGB, device=device)
+    except RuntimeError as e:
+        raise _first_undecodable(blobs, device) or DecodeError(f"batch of {len(blobs)}: {_reason(e)}") from None
     hw = target_hw(size)
     if hw is not None:
         images = [F.resize(img, list(hw), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
                   for img in images]
     return torch.stack(images)
+
+
+def _first_undecodable(blobs: Sequence[torch.Tensor], device: Union[str, torch.device]) -> Optional[DecodeError]:
+    """The batch's first file that fails alone, named by its position, or None if each decodes alone."""
+    for k, blob in enumerate(blobs):
+        try:
+            decode_jpeg(blob, mode=ImageReadMode.RGB, device=device)
+        except RuntimeError as e:
+            return DecodeError(f"batch item {k}: {describe_failure(bytes(blob.cpu().numpy()), e)}")
+    return None
 
 
 Decoder = Callable[..., torch.Tensor]

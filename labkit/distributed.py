@@ -6,6 +6,7 @@ comes from `labkit.samplers.DistributedBlockSampler`, and the checks use collect
 
 from __future__ import annotations
 
+import datetime
 import os
 import shutil
 import zlib
@@ -30,8 +31,11 @@ class DistInfo:
     device: torch.device
 
 
-def init_from_env(backend: Optional[str] = None) -> DistInfo:
-    """Join the process group ``torchrun`` describes in the environment (nccl with CUDA, else gloo)."""
+def init_from_env(backend: Optional[str] = None, timeout: Optional[datetime.timedelta] = None) -> DistInfo:
+    """Join the process group ``torchrun`` describes in the environment (nccl with CUDA, else gloo).
+
+    ``timeout`` bounds how long a collective waits for the other ranks (torch's default is long:
+    10 to 30 minutes) — a test or a demo sets it short so a hang becomes an error."""
     missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
     if missing:
         raise RuntimeError(f"{', '.join(missing)} not set: start this under torchrun, e.g. "
@@ -44,7 +48,7 @@ def init_from_env(backend: Optional[str] = None) -> DistInfo:
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group(backend)
+        dist.init_process_group(backend, **({"timeout": timeout} if timeout is not None else {}))
     return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank,
                     int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())), backend, device)
 

@@ -20,6 +20,9 @@ def _unlink_if_owner(path: str, owner: int) -> None:
         os.unlink(path)
 
 
+_CLEARED = {"_cleared": True}
+
+
 class SharedLog:
     """JSON-lines log shared by a process and the workers it hands this object to (it pickles as its path)."""
 
@@ -47,11 +50,16 @@ class SharedLog:
         return os.path.getsize(self.path) if os.path.exists(self.path) else 0
 
     def records(self, since: int = 0) -> List[Dict[str, Any]]:
+        """What was appended after the mark ``since`` and after the last `clear`, oldest first."""
         if not os.path.exists(self.path):
             return []
         with open(self.path, "rb") as f:
             f.seek(since)
-            return [json.loads(line) for line in f.read().decode("utf-8").splitlines() if line.strip()]
+            found = [json.loads(line) for line in f.read().decode("utf-8").splitlines() if line.strip()]
+        cleared = max((k + 1 for k, r in enumerate(found) if r == _CLEARED), default=0)
+        return found[cleared:]
 
     def clear(self) -> None:
-        open(self.path, "w").close()
+        """Forget what was logged so far. A marker is appended, not the file emptied, so marks taken
+        before stay valid byte offsets."""
+        self.append(_CLEARED)

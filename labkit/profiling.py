@@ -199,8 +199,8 @@ class ProfiledLoader:
 # -- bottleneck explainer ------------------------------------------------------------------------------------
 
 _CLEARLY_FASTER = 0.9  # a decoder is advised only if it took under 90 % of the time: closer is within timing noise
-_DEVICE_COPY = ("pin_memory=True with non_blocking copies on a side stream (labkit.transfer.DevicePrefetcher), "
-                "and copy uint8")
+_OVERLAP_COPY = ("overlap the copy with compute: labkit.transfer.DevicePrefetcher copies the next pinned batch on a "
+                 "side stream while the model works on this one")
 _WORKER_STAGES = ("read", "decode", "transform", "collate", "worker→main copy")
 
 
@@ -367,19 +367,21 @@ def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence
         options.append("make the transforms cheaper, or move them to the device after the copy")
     elif stage == "collate" and collate_fn is not stack_uint8:
         options.append("collate with labkit.collate.stack_uint8 (uint8, straight into one tensor)")
-    elif stage in ("worker→main copy", "pin"):
+    elif stage in ("worker→main copy", "pin", "device copy"):
         if any(t.is_floating_point() for t in tensors):
             options.append("hand over uint8 batches and convert on the device: 4x fewer bytes than float32")
         if stage == "worker→main copy":
             options.append("reuse shared-memory batch slots instead of a fresh segment per batch (labkit.slots.SlotLoader)")
-    elif stage == "device copy":
-        options.append(_DEVICE_COPY)
+        if stage == "device copy":
+            options.append(_OVERLAP_COPY)
     if stage in _WORKER_STAGES and workers < cpus:
         options.append(f"more workers ({workers} now, {cpus} CPUs)")
-    if not options:
+    if options:
+        return "; ".join(options)
+    if stage in _WORKER_STAGES:
         return (f"{stage} is already at its best with these settings ({workers} workers on {cpus} CPUs); "
                 "the remaining levers are fewer pixels per sample or more CPUs")
-    return "; ".join(options)
+    return f"{stage} is already at its best with these settings: the batch is uint8 and already pinned"
 
 
 # -- slow samples --------------------------------------------------------------------------------------------

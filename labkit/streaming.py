@@ -65,6 +65,15 @@ BALANCE = ("hold_back", "repeat")
 
 
 @dataclass(frozen=True)
+class _Split:
+    order: np.ndarray  # shard indices in the epoch's order
+    lengths: List[int]  # their record counts, in that order
+    total: int
+    offset: int  # where the rotated sequence starts
+    each: int  # records per consumer
+
+
+@dataclass(frozen=True)
 class EpochPlan:
     """How one epoch of pack shards is split over its consumers (ranks × DataLoader workers):
     every consumer yields ``per_consumer`` records, so every rank runs the same number of steps."""
@@ -87,7 +96,7 @@ class EpochPlan:
                 f"{self.per_consumer} each")
         if self.held_back:
             shards = ", ".join(f"{os.path.basename(k)}: {v}" for k, v in sorted(self.held_back_by_shard().items()))
-            text += f"; {len(self.held_back)} held back ({shards}), different ones next epoch"
+            text += f"; {len(self.held_back)} held back ({shards}), drawn anew each epoch"
         if self.repeated:
             text += f"; {self.repeated} repeated to fill the short consumers"
         return text
@@ -111,18 +120,25 @@ class ShardedIterableDataset(IterableDataset):
     than the number of consumers) are dealt with by ``balance``:
 
     * ``"hold_back"`` (default): they are not yielded this epoch — every yielded record still
-      comes out exactly once; `epoch_plan` and `plans` say how many and from which shards, and
-      the rotation makes them different records the next epoch. Costs a few records an epoch.
+      comes out exactly once; `epoch_plan` and `plans` say how many and from which shards. The
+      rotation is drawn anew each epoch, so a record is held back in an epoch with probability
+      (held back / total) and none is left out for good. Costs a few records an epoch; fewer
+      records than consumers is an error (each consumer would yield none).
     * ``"repeat"``: the short consumers repeat records from the start of the sequence, as
       ``DistributedSampler`` pads — every record is seen each epoch, a few of them twice.
 
-    Both are deterministic per (seed, epoch). **Callable shards** have no known length: each
-    consumer reads whole shards (or, with fewer shards than consumers, every C-th record), so
-    ranks can get unequal counts — under DDP, end each epoch with a fixed step count, or use
+    Both are deterministic per (seed, epoch). **Callable shards** have no known length — and one
+    callable among pack shards turns balancing off for all of them: each consumer reads whole
+    shards (or, with fewer shards than consumers, every C-th record), so ranks can get unequal
+    counts. Under DDP, end each epoch with a fixed step count, or use
     ``torch.distributed.algorithms.join.Join`` so an early rank does not hang the others.
 
+    ``len(ds)`` is the number of records in all shards, over all ranks; a rank yields
+    ``epoch_plan(num_workers).per_consumer × num_workers`` of them.
+
     Call ``set_epoch(epoch)`` before each epoch (as with ``DistributedSampler``); with
-    ``persistent_workers=True`` the copies inside the workers also advance by themselves.
+    ``persistent_workers=True`` the copies inside the workers also advance by themselves, at
+    the start of each iteration.
     """
 
     def __init__(self, shards: Sequence[ShardSource], decode: Optional[Callable[[Any], Any]] = None,
@@ -156,42 +172,48 @@ class ShardedIterableDataset(IterableDataset):
             raise TypeError("length unknown: this dataset streams from callables; iterate it to the end instead")
         return sum(self._shard_lengths())
 
-    def _epoch_order(self) -> Tuple[np.ndarray, int]:
-        """The epoch's shard order and the rotation of its record sequence, from (seed, epoch)."""
-        rng = np.random.default_rng([self.seed, self.epoch])
+    def _split(self, consumers: int, epoch: int) -> _Split:
+        """The epoch's record sequence (shards in the epoch's order, rotated by a seeded offset) and the
+        length of each consumer's run of it, all from (seed, epoch)."""
+        rng = np.random.default_rng([self.seed, epoch])
         order = rng.permutation(len(self.shards))
-        total = sum(self._shard_lengths())
-        return order, int(rng.integers(total)) if total else 0
-
-    def _positions(self, consumer: int, consumers: int) -> np.ndarray:
-        """Positions in the epoch's rotated record sequence that ``consumer`` yields."""
-        total = sum(self._shard_lengths())
+        lengths = self._shard_lengths()
+        total = sum(lengths)
+        offset = int(rng.integers(total)) if total else 0
         each = total // consumers if self.balance == "hold_back" else -(-total // consumers)
-        _, offset = self._epoch_order()
-        return (offset + consumer * each + np.arange(each)) % max(total, 1)
+        if total and not each:
+            raise ValueError(f"{total} records cannot give each of {consumers} consumers (ranks x workers) even one "
+                             "with balance='hold_back': use fewer workers, or balance='repeat'")
+        return _Split(order, [lengths[k] for k in order], total, offset, each)
 
-    def _locate(self, positions: np.ndarray) -> List[Tuple[int, int]]:
-        """Sequence positions → (shard, record index) in the epoch's shard order."""
-        order, _ = self._epoch_order()
-        lengths = np.asarray(self._shard_lengths())[order]
-        starts = np.concatenate([[0], np.cumsum(lengths)])
-        slot = np.searchsorted(starts, positions, side="right") - 1
-        return [(int(order[k]), int(p - starts[k])) for k, p in zip(slot, positions)]
+    def _run(self, split: _Split, start: int, length: int) -> Iterator[Tuple[int, int]]:
+        """(shard, record index) of ``length`` records from position ``start`` of the sequence, wrapping
+        round at its end: a few contiguous ranges of a few shards, walked lazily."""
+        if length <= 0:
+            return
+        position, left = start % split.total, length
+        bounds = np.concatenate([[0], np.cumsum(split.lengths)])
+        while left > 0:
+            slot = int(np.searchsorted(bounds, position, side="right")) - 1
+            take = min(left, int(bounds[slot + 1]) - position)
+            shard, first = int(split.order[slot]), position - int(bounds[slot])
+            yield from ((shard, i) for i in range(first, first + take))
+            left -= take
+            position = (position + take) % split.total
 
     def epoch_plan(self, num_workers: int = 0) -> EpochPlan:
-        """This epoch's split for this dataset's world size and ``num_workers`` DataLoader workers."""
+        """The split of the next epoch for this dataset's world size and ``num_workers`` DataLoader workers."""
+        return self._plan(num_workers, self.epoch)
+
+    def _plan(self, num_workers: int, epoch: int) -> EpochPlan:
         if not self._balanced:
             raise TypeError("callable shards have no known length, so no epoch can be planned")
-        _, world_size = rank_and_world(self.rank, self.world_size)
-        consumers = world_size * max(1, num_workers)
-        total = sum(self._shard_lengths())
-        each = len(self._positions(0, consumers))
-        held: List[Tuple[str, int]] = []
-        if self.balance == "hold_back" and total > each * consumers:
-            _, offset = self._epoch_order()
-            rest = (offset + consumers * each + np.arange(total - each * consumers)) % total
-            held = [(os.fspath(self.shards[s]), i) for s, i in self._locate(rest)]
-        return EpochPlan(self.epoch, consumers, each, total, held, max(0, each * consumers - total))
+        consumers = rank_and_world(self.rank, self.world_size)[1] * max(1, num_workers)
+        split = self._split(consumers, epoch)
+        rest = max(0, split.total - split.each * consumers)
+        held = [(os.fspath(self.shards[s]), i)
+                for s, i in self._run(split, split.offset + consumers * split.each, rest)]
+        return EpochPlan(epoch, consumers, split.each, split.total, held, max(0, split.each * consumers - split.total))
 
     @property
     def plans(self) -> List[EpochPlan]:
@@ -200,15 +222,16 @@ class ShardedIterableDataset(IterableDataset):
             return []
         return [EpochPlan(**{**r, "held_back": [tuple(h) for h in r["held_back"]]}) for r in self._plans.records()]
 
-    def _pack_records(self, consumer: int, consumers: int) -> Iterator[Any]:
+    def _pack_records(self, consumer: int, consumers: int, epoch: int) -> Iterator[Any]:
+        split = self._split(consumers, epoch)
         opened: Dict[int, _PackShard] = {}
-        for shard, index in self._locate(self._positions(consumer, consumers)):
+        for shard, index in self._run(split, split.offset + consumer * split.each, split.each):
             if shard not in opened:
                 opened[shard] = _PackShard(self.shards[shard])
             yield opened[shard].record(index)
 
-    def _callable_records(self, consumer: int, consumers: int) -> Iterator[Any]:
-        order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.shards))
+    def _callable_records(self, consumer: int, consumers: int, epoch: int) -> Iterator[Any]:
+        order = np.random.default_rng([self.seed, epoch]).permutation(len(self.shards))
         shards = [self.shards[k] for k in order]
         if len(shards) >= consumers:
             for source in shards[consumer::consumers]:
@@ -221,21 +244,30 @@ class ShardedIterableDataset(IterableDataset):
                 shard = _PackShard(source)
                 yield from (shard.record(i) for i in range(consumer, len(shard), consumers))
 
+    def __getstate__(self) -> Dict[str, Any]:
+        # Resolved here, in the process that pickles the dataset for a spawned worker: the worker has no
+        # process group, and would take itself for rank 0 of 1.
+        state = dict(self.__dict__)
+        state["rank"], state["world_size"] = rank_and_world(self.rank, self.world_size)
+        return state
+
     def __iter__(self) -> Iterator[Any]:
+        # The epoch advances when an iteration starts, not when it ends: a persistent worker whose epoch
+        # was cut short (a fixed step count) still moves on to the next order.
+        epoch, self.epoch = self.epoch, self.epoch + 1
         consumer, consumers = consumer_slot(self.rank, self.world_size)
         if self._balanced:
             info = get_worker_info()
             if self._plans is not None and (info is None or info.id == 0):
-                self._plans.append(asdict(self.epoch_plan(info.num_workers if info else 0)))
-            records = self._pack_records(consumer, consumers)
+                self._plans.append(asdict(self._plan(info.num_workers if info else 0, epoch)))
+            records = self._pack_records(consumer, consumers, epoch)
         else:
-            records = self._callable_records(consumer, consumers)
+            records = self._callable_records(consumer, consumers, epoch)
         if self.shuffle_buffer > 1:
-            rng = np.random.default_rng([self.seed, self.epoch, consumer])
+            rng = np.random.default_rng([self.seed, epoch, consumer])
             records = _shuffled(records, self.shuffle_buffer, rng)
         for record in records:
             yield self.decode(record) if self.decode else record
-        self.epoch += 1
 
 
 def _shuffled(records: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:

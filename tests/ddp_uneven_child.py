@@ -9,6 +9,7 @@ forever: the test's timeout catches that.
 
 from __future__ import annotations
 
+import datetime
 import sys
 
 import torch
@@ -22,7 +23,7 @@ from labkit.streaming import ShardedIterableDataset
 
 
 def main(shards) -> None:
-    info = init_from_env("gloo")
+    info = init_from_env("gloo", timeout=datetime.timedelta(seconds=60))  # a hang ends as an error
     dataset = ShardedIterableDataset(shards, decode=features, seed=5)
     loader = DataLoader(dataset, batch_size=4, num_workers=2)
     model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))

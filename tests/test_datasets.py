@@ -246,3 +246,30 @@ def test_encoded_pack_dataset_hands_out_the_file_bytes(photos, encoded_pack):
     blobs, labels = list_collate(ds.__getitems__([0, 1, 2]))
     assert len(blobs) == 3 and labels.tolist() == ds.labels[:3].tolist()
     assert torch.equal(decode(bytes(blob.numpy()), OUT, "pil"), PackedDataset(encoded_pack, "pil", OUT)[3][0])
+
+
+def test_a_failed_read_that_may_succeed_later_is_not_remembered_as_broken(photos, monkeypatch):
+    ds = ImageFolderDataset(photos, "pil", OUT, on_error="skip")
+    read_raw, failing = ds.read_raw, {3}
+
+    def flaky(index):
+        if index in failing:
+            raise OSError(5, "Input/output error")  # EIO: the disk, not the file
+        return read_raw(index)
+
+    ds.read_raw = flaky
+    substitute = ds[3][0]
+    failing.clear()
+    assert not torch.equal(ds[3][0], substitute)  # read again, and this time it loads
+    assert _by_index(ds.skipped) == {3: 1}
+
+
+def test_when_every_sample_is_broken_no_substitution_is_counted(tmp_path):
+    root = tmp_path / "broken"
+    (root / "a").mkdir(parents=True)
+    for k in range(3):
+        (root / "a" / f"{k}.jpg").write_bytes(b"not a jpeg")
+    ds = ImageFolderDataset(str(root), "pil", OUT, on_error="skip")
+    with pytest.raises(SampleError, match="every one of the 3"):
+        ds[0]
+    assert _by_index(ds.skipped) == {0: 0, 1: 0, 2: 0}

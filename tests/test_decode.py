@@ -159,6 +159,16 @@ def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():
     assert torch.equal(batch[1], decode(_photo(index=1), 64, "torchvision"))
 
 
+def test_a_broken_file_in_a_batched_decode_is_named_by_its_position():
+    from labkit.decode import decode_jpeg_batch
+
+    good = _photo()
+    blobs = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in (good, good[: len(good) // 3], good)]
+    with pytest.raises(DecodeError, match=r"batch item 1: .*bytes starting") as e:
+        decode_jpeg_batch(blobs, 64, device="cpu")
+    assert not _RUN_TO_RUN_NOISE.search(str(e.value)), str(e.value)
+
+
 @pytest.mark.cuda
 def test_batched_jpeg_decode_on_cuda_is_close_to_cpu():
     from labkit.decode import decode_jpeg_batch

@@ -48,3 +48,14 @@ def test_records_since_a_mark_are_only_the_later_ones():
     assert sorted(r["index"] for r in log.records(since=mark)) == list(range(12))
     assert len(log.records()) == 13
     assert log.records(since=log.mark()) == []
+
+
+def test_marks_taken_before_a_clear_stay_valid():
+    log = SharedLog()
+    mark = log.mark()
+    log.append({"n": 1})
+    log.clear()
+    assert log.records() == [] and log.records(since=mark) == []
+    for n in range(2, 6):
+        log.append({"n": n})
+    assert [r["n"] for r in log.records(since=mark)] == [2, 3, 4, 5] == [r["n"] for r in log.records()]

@@ -56,7 +56,7 @@ def test_slow_dataset_is_called_data_bound():
 
 def test_slow_model_is_called_compute_bound():
     loader = DataLoader(Sleepy(), batch_size=4)
-    report = profile_loader(loader, steps=3, warmup=1, model_step=lambda batch: time.sleep(0.05))
+    report = profile_loader(loader, steps=3, warmup=1, model_step=lambda batch: time.sleep(0.25))  # dwarfs any stall
     assert report.data_share < 0.1 and report.verdict.startswith("compute-bound")
     assert "steps" in str(report) and report.plot() is not None
 
@@ -141,11 +141,38 @@ def test_advice_for_other_stages_follows_what_the_dataset_already_does(photos, e
     assert "fewer bytes" not in advise("worker→main copy", pack, stack_uint8, _uint8_batch(), 2, 2)
 
 
-def test_explainer_never_advises_the_decoder_in_use(photos):
-    for decoder in ("pil-reduced", "torchvision"):
-        report = explain_bottleneck(ImageFolderDataset(photos, decoder, OUT), batch_size=8, num_workers=2, repeats=1)
-        assert report.advice and report.advice in str(report)
-        assert f"decoder={decoder!r}" not in report.advice
+def test_a_decoder_within_timing_noise_of_the_one_in_use_is_not_advised(photos):
+    ds = ImageFolderDataset(photos, "pil-reduced", OUT)
+    advice = advise("decode", ds, stack_uint8, _uint8_batch(), workers=2, cpus=2,
+                    decoder_s={"pil": 0.05, "pil-reduced": 0.02, "torchvision": 0.019})
+    assert "decoder=" not in advice
+
+
+def test_copy_stages_advise_uint8_only_for_float_batches():
+    floats, uint8 = [torch.zeros(4, 3, 8, 8)], _uint8_batch()
+    assert "uint8" in advise("device copy", None, stack_uint8, floats, 2, 2)
+    device_copy = advise("device copy", None, stack_uint8, uint8, 2, 2)
+    assert "uint8" not in device_copy and "DevicePrefetcher" in device_copy
+    pin = advise("pin", None, stack_uint8, uint8, 2, 2)
+    assert "already at its best" in pin and "workers" not in pin
+
+
+@pytest.fixture(scope="module")
+def large_photos(tmp_path_factory):
+    """Photos big enough (800x600 into 32x32) that decoding is the slowest stage on any machine."""
+    from labkit.synthetic import PhotoSpec, make_photos
+
+    root = str(tmp_path_factory.mktemp("large") / "photos")
+    make_photos(root, PhotoSpec(n=8, classes=2, width=800, height=600, seed=2), workers=1, progress=False)
+    return root
+
+
+@pytest.mark.parametrize("decoder", ["pil", "pil-reduced", "torchvision"])
+def test_explainer_never_advises_the_decoder_in_use(large_photos, decoder):
+    report = explain_bottleneck(ImageFolderDataset(large_photos, decoder, OUT), batch_size=8, num_workers=2, repeats=1)
+    assert report.slowest.name == "decode" and report.advice in str(report)
+    advised = report.advice.split(" instead of ")[0]  # the decoders named as faster come before "instead of"
+    assert f"{decoder!r} (" not in advised and "decoded pack" in report.advice
 
 
 def test_timeline_counts_a_worker_busy_only_while_the_loop_ran():

@@ -1,6 +1,7 @@
 import multiprocessing as mp
 import os
 import queue
+import signal
 import subprocess
 import sys
 
@@ -165,12 +166,58 @@ def test_ddp_over_uneven_shards_finishes_two_epochs_under_torchrun(uneven_shards
     child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_uneven_child.py")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", child,
                *uneven_shards]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           start_new_session=True)  # its own process group: a hang is killed whole
     try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired as e:
-        pytest.fail(f"DDP over uneven shards hung for {e.timeout:.0f} s: a rank ran out of batches while the "
-                    f"other waited in an all-reduce.\n{e.stdout or ''}{e.stderr or ''}")
-    assert out.returncode == 0, out.stdout + out.stderr
-    lines = sorted(line for line in out.stdout.splitlines() if line.startswith("rank "))
-    assert len(lines) == 2, out.stdout + out.stderr
+        stdout, stderr = run.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        stdout, stderr = run.communicate()
+        pytest.fail(f"DDP over uneven shards hung for 120 s: a rank ran out of batches while the other waited in "
+                    f"an all-reduce.\n{stdout}{stderr}")
+    assert run.returncode == 0, stdout + stderr
+    lines = sorted(line for line in stdout.splitlines() if line.startswith("rank "))
+    assert len(lines) == 2, stdout + stderr
     assert "all ranks [[12, 12], [12, 12]]" in lines[0]  # 98 records: 24 per worker, 6 batches of 4 each
+
+
+def test_a_spawned_worker_keeps_the_rank_of_the_process_that_pickled_it(shards, monkeypatch):
+    import pickle
+
+    import labkit.streaming as streaming
+
+    ds = ShardedIterableDataset(shards)  # rank and world size left to torch.distributed
+    monkeypatch.setattr(streaming, "rank_and_world", lambda rank, world: (1, 2))  # as under a process group
+    copy = pickle.loads(pickle.dumps(ds))  # what a spawned worker receives
+    assert (copy.rank, copy.world_size) == (1, 2)
+
+
+def test_persistent_workers_move_on_after_an_epoch_cut_short(uneven_shards):
+    ds = ShardedIterableDataset(uneven_shards, decode=_decode, seed=3, rank=0, world_size=1)
+    loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
+    firsts = []
+    for _ in range(3):
+        for k, record in enumerate(loader):
+            if k == 0:
+                firsts.append(record)
+            if k == 9:
+                break
+    assert [plan.epoch for plan in ds.plans] == [0, 1, 2]
+    assert len(set(firsts)) == 3  # a new order each epoch
+
+
+def test_fewer_records_than_consumers_is_an_error_when_holding_back(shards, tmp_path):
+    tiny = _write_shards(tmp_path, [3])
+    with pytest.raises(ValueError, match="balance='repeat'"):
+        ShardedIterableDataset(tiny, rank=0, world_size=2).epoch_plan(num_workers=2)
+    plan = ShardedIterableDataset(tiny, rank=0, world_size=2, balance="repeat").epoch_plan(num_workers=2)
+    assert plan.per_consumer == 1 and plan.repeated == 1
+
+
+def test_an_empty_shard_among_others_changes_nothing(tmp_path):
+    paths = _write_shards(tmp_path, [4, 0, 5])
+    seen = []
+    for rank in range(2):
+        seen += _iterate(ShardedIterableDataset(paths, decode=_decode, rank=rank, world_size=2), 0)
+    plan = ShardedIterableDataset(paths, rank=0, world_size=2).epoch_plan()
+    assert len(seen) == len(set(seen)) == 8 and len(plan.held_back) == 1
