@@ -84,14 +84,18 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
     hw = (decoded_size, decoded_size) if decoded_size else None
     get_decoder(decoder)  # fail now on a bad name, not in every worker
     alignment = alignment or (DECODED_ALIGNMENT if hw else 1)
-    jobs = [(index.root, index.relpaths[i], i, hw, decoder, check, max_pixels) for i in range(len(index))]
-    workers = max(1, min(workers or usable_cpus(), len(jobs)))
+    # a generator, not a list: a list of one tuple per file holds every path as a Python string at once
+    jobs = ((index.root, index.relpaths[i], i, hw, decoder, check, max_pixels) for i in range(len(index)))
+    # with nothing to decode or check, a worker would only read a file and pipe its bytes back: a copy
+    # more than reading it here, and slower at any worker count (measured: benchmarks/scale.py)
+    busy = hw is not None or check
+    workers = max(1, min(workers or usable_cpus(), len(index))) if busy else 1
     skipped: List[Dict[str, str]] = []
     # `skipped` is filled while packing; the writer stores it with the index when it closes.
     meta = {"source": os.path.basename(os.path.abspath(index.root)), "skipped": skipped}
     if hw:
         meta["decoded_by"] = decoder
-    bar = tqdm(total=len(jobs), desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit="file",
+    bar = tqdm(total=len(index), desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit="file",
                disable=not progress)
     pool = None
     try:

@@ -80,3 +80,41 @@ def mapping_processes(path: str) -> List[int]:
         except OSError:
             continue
     return pids
+
+
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+def empty_page_cache(paths: Iterable[str], system: bool = True) -> str:
+    """Empty the page cache of ``paths`` before a cold measurement; return how, in words, for the report.
+
+    With ``system`` and root, the whole page cache is dropped (``sync``, then ``3`` into
+    ``/proc/sys/vm/drop_caches``: what "cold" means on a benchmark machine). Without root, or where a
+    container refuses that write, each file gets `evict`'s advice instead."""
+    paths = list(paths)
+    if hasattr(os, "sync"):
+        os.sync()  # dirty pages (a file just written) cannot be dropped until they are on disk
+    if system and hasattr(os, "geteuid") and os.geteuid() == 0:
+        try:
+            with open(DROP_CACHES, "w", encoding="ascii") as f:
+                f.write("3\n")
+            return f"dropped every cached page ({DROP_CACHES}, as root)"
+        except OSError as e:
+            refused = f"{DROP_CACHES} refused ({e.strerror}); "
+    else:
+        refused = ""
+    advised = evict(paths)
+    return f"{refused}posix_fadvise(DONTNEED) on {advised} of {len(paths)} files (advice; needs no root)"
+
+
+def resident_share(paths: Iterable[str]) -> float:
+    """Share of the bytes of ``paths`` now in the page cache, weighted by file size; -1.0 where unknown."""
+    resident = total = 0.0
+    for path in paths:
+        size = os.path.getsize(path)
+        fraction = resident_fraction(path)
+        if fraction < 0:
+            return -1.0
+        resident += fraction * size
+        total += size
+    return resident / total if total else 1.0

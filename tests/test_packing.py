@@ -3,6 +3,7 @@ import os
 import pytest
 import torch
 
+from labkit.folders import scan_image_folder
 from labkit.packfile import PackReader
 from labkit.packing import pack_folder
 from labkit.synthetic import read_manifest
@@ -57,3 +58,18 @@ def test_pool_after_openmp_in_the_parent_does_not_hang(photos, tmp_path):
     assert batch[0].shape == (8, 3, 256, 256)
     report = pack_folder(photos, str(tmp_path / "second.pack"), decoded_size=256, workers=2, progress=False)
     assert report.count == 24
+
+
+def test_an_unchecked_encoded_pack_is_read_in_this_process_and_the_same_at_any_worker_count(photos, tmp_path,
+                                                                                            monkeypatch):
+    import multiprocessing
+
+    def no_pool(*args, **kwargs):
+        raise AssertionError("a pool was started to copy bytes that need no decoding")
+
+    serial = tmp_path / "serial.pack"
+    pack_folder(photos, serial, check=False, workers=1, progress=False)
+    monkeypatch.setattr(multiprocessing, "get_context", no_pool)
+    parallel = tmp_path / "parallel.pack"
+    report = pack_folder(photos, parallel, check=False, workers=2, progress=False)
+    assert report.count == len(scan_image_folder(photos)) and serial.read_bytes() == parallel.read_bytes()

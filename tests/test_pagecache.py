@@ -4,7 +4,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from labkit.pagecache import can_evict, evict, mapping_processes, resident_fraction
+from labkit.pagecache import (can_evict, empty_page_cache, evict, mapping_processes, resident_fraction,
+                              resident_share)
 
 # Under the project, not /tmp: /tmp is often tmpfs, whose pages are the file and cannot be evicted.
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,3 +42,31 @@ def test_a_mapped_file_names_its_process_and_stays_cached():
         assert mapping_processes(path) == []
         evict([path])
         assert resident_fraction(path) < 0.1
+
+
+def test_empty_page_cache_says_how_and_leaves_the_files_cold():
+    with tempfile.TemporaryDirectory(dir=ROOT, prefix=".pagecache-test-") as folder:
+        paths = [os.path.join(folder, f"blob{k}.bin") for k in range(2)]
+        for k, path in enumerate(paths):
+            with open(path, "wb") as f:
+                f.write(os.urandom((k + 1) << 20))
+                f.flush()
+                os.fsync(f.fileno())
+            open(path, "rb").read()
+        assert resident_share(paths) > 0.9
+        how = empty_page_cache(paths, system=False)
+        assert how.startswith("posix_fadvise(DONTNEED) on 2 of 2 files")
+        assert resident_share(paths) < 0.1
+
+
+def test_resident_share_weighs_files_by_their_size():
+    with tempfile.TemporaryDirectory(dir=ROOT, prefix=".pagecache-test-") as folder:
+        small, large = (os.path.join(folder, name) for name in ("small.bin", "large.bin"))
+        for path, size in ((small, 1 << 20), (large, 3 << 20)):
+            with open(path, "wb") as f:
+                f.write(os.urandom(size))
+                f.flush()
+                os.fsync(f.fileno())
+        evict([small, large])
+        open(large, "rb").read()
+        assert 0.65 < resident_share([small, large]) < 0.85  # 3 MiB of 4 cached
