@@ -18,16 +18,25 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	LABKIT_QUICK=$${LABKIT_QUICK-1} $(BIN)/labkit demo --data $(DATA)
 
-# Unit tests, then every notebook under nbval in quick mode; the sanitize file keeps paths,
+# Unit tests (tests/browser drives the panels in JupyterLab with a Chromium, skipped with the reason
+# printed, -rs, when none is found), then every notebook under nbval in quick mode; the sanitize file keeps paths,
 # addresses and timings out of the comparison of the cells marked # NBVAL_CHECK_OUTPUT.
 test: $(STAMP)
-	LABKIT_QUICK=1 $(BIN)/python -m pytest tests $(if $(NOTEBOOKS),--nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NOTEBOOKS))
+	LABKIT_QUICK=1 $(BIN)/python -m pytest -rs tests $(if $(NOTEBOOKS),--nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NOTEBOOKS))
 
-# The course: JupyterLab on notebooks/ (quick mode unless LABKIT_QUICK=0).
+# The course: JupyterLab on notebooks/ (quick mode unless LABKIT_QUICK=0), on a free port with a fresh
+# token, so the address to open is known before it starts and printed first.
+LAB_FIRST := 00_start_here.ipynb
 lab: $(STAMP)
-	@echo "Opening JupyterLab on notebooks/. Open the http://localhost:... URL it prints below (with its"
-	@echo "token) in your browser, and start with 00_start_here.ipynb. Ctrl-C twice stops it."
-	$(BIN)/jupyter lab notebooks/
+	@port=$$($(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'); \
+	token=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(16))'); \
+	echo ""; \
+	echo "  The course is at  http://localhost:$$port/lab/tree/$(LAB_FIRST)?token=$$token"; \
+	echo "  Open it in your browser and start with $(LAB_FIRST); the notebooks go in number order."; \
+	echo "  Ctrl-C twice stops JupyterLab."; \
+	echo ""; \
+	LABKIT_QUICK=$${LABKIT_QUICK-1} exec $(BIN)/jupyter lab notebooks/ --ServerApp.port=$$port --ServerApp.port_retries=0 \
+		--IdentityProvider.token=$$token --ServerApp.default_url=/lab/tree/$(LAB_FIRST)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,0 +1,86 @@
+"""Fixtures of the browser tests: a JupyterLab server, a headless Chromium, and a page that records
+every error the browser reports. (Not a conftest.py: the unit tests import names from
+tests/conftest.py as ``conftest``, which a second conftest module would shadow.)
+
+They need a Chromium (Debian's ``chromium`` package, or ``LABKIT_CHROMIUM`` naming one): Playwright
+drives it through ``executable_path`` instead of downloading its own browser. Without one the
+tests are skipped and the summary says why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Iterator, List, Optional
+
+import pytest
+from labserver import JupyterLab
+from playwright.sync_api import Browser, Page, sync_playwright
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+# Generous: the machine may be shared. An idle 2-core machine needs far less.
+START_S = 180.0
+
+
+def find_chromium() -> Optional[str]:
+    """``LABKIT_CHROMIUM`` if set, else the first Chromium on PATH."""
+    configured = os.environ.get("LABKIT_CHROMIUM")
+    if configured:
+        return configured
+    return next((path for path in map(shutil.which, CHROMIUM_NAMES) if path), None)
+
+
+@pytest.fixture(scope="session")
+def chromium_path() -> str:
+    path = find_chromium()
+    if path is None:
+        pytest.skip("no Chromium found (apt-get install chromium, or set LABKIT_CHROMIUM): "
+                    "the browser test of the panels did not run")
+    return path
+
+
+@pytest.fixture(scope="session")
+def lab(chromium_path, tmp_path_factory) -> Iterator[JupyterLab]:
+    """JupyterLab on copies of the course's notebooks, in quick mode."""
+    notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
+    with JupyterLab(tmp_path_factory.mktemp("jupyterlab"), notebooks, env={"LABKIT_QUICK": "1"},
+                    start_timeout=START_S) as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def browser(chromium_path) -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=chromium_path, headless=True)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture()
+def page(browser) -> Iterator[Page]:
+    """A fresh page; the test fails if the browser reported any error while it ran."""
+    context = browser.new_context(viewport={"width": 1400, "height": 2400})
+    page = context.new_page()
+    page.set_default_timeout(START_S * 1000)
+    errors: List[str] = []
+    page.on("console", lambda message: errors.append(f"console error: {message.text} ({message.location})")
+            if message.type == "error" else None)
+    page.on("pageerror", lambda error: errors.append(f"uncaught error: {error}"))
+    try:
+        yield page
+    finally:
+        context.close()
+    assert not errors, "the browser reported errors:\n" + "\n".join(errors)
+
+
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """Where the screenshots go (git-ignored)."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    return ARTIFACTS

@@ -1,0 +1,120 @@
+"""What a learner does in JupyterLab, as Playwright steps: open a notebook, run all its cells, find a
+panel, move a slider with the keyboard, press a button, and the checks that nothing went wrong.
+
+Cell states and outputs are read from JupyterLab's own model (``window.jupyterapp``, exposed by
+the server's ``--expose-app-in-browser``), not guessed from the page's text.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Dict
+
+from playwright.sync_api import Locator, Page
+
+_STATE = """() => {
+  const app = window.jupyterapp;
+  const panel = app && app.shell.currentWidget;
+  if (!panel || !panel.content || !panel.content.model || !panel.sessionContext) return null;
+  const kernel = panel.sessionContext.session && panel.sessionContext.session.kernel;
+  const cells = [];
+  const model = panel.content.model;
+  for (let i = 0; i < model.cells.length; i++) {
+    const cell = model.cells.get(i);
+    if (cell.type !== 'code') continue;
+    const errors = [];
+    for (let j = 0; j < cell.outputs.length; j++) {
+      const out = cell.outputs.get(j).toJSON();
+      if (out.output_type === 'error') errors.push(out.ename + ': ' + out.evalue);
+    }
+    cells.push({index: i, count: cell.executionCount, errors: errors});
+  }
+  return {kernel: kernel ? kernel.status : null, connection: kernel ? kernel.connectionStatus : null,
+          cells: cells};
+}"""
+
+
+def notebook_state(page: Page) -> Dict[str, Any]:
+    """The open notebook's kernel status and, per code cell, its execution count and error outputs."""
+    return page.evaluate(_STATE)
+
+
+def open_notebook(page: Page, url: str, timeout: float) -> None:
+    """Open the notebook at ``url`` and wait until its kernel is connected and idle."""
+    page.goto(url)
+    try:
+        page.wait_for_function(f"() => {{ const s = ({_STATE})(); "
+                               "return s && s.connection === 'connected' && s.kernel === 'idle'; }",
+                               timeout=timeout * 1000, polling=500)
+    except Exception as e:
+        raise AssertionError(f"the notebook's kernel was not connected and idle within {timeout:.0f} s "
+                             f"after opening {url.split('?')[0]}: {notebook_state(page)}") from e
+
+
+def run_all_cells(page: Page, timeout: float) -> None:
+    """Run > Run All Cells from the menu bar, then wait until every code cell has run (or one failed)."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+    page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
+    started = time.monotonic()
+    while True:
+        state = notebook_state(page)
+        failed = [c for c in state["cells"] if c["errors"]]
+        done = all(c["count"] is not None for c in state["cells"])
+        if state["kernel"] == "idle" and (done or failed):
+            break
+        if time.monotonic() - started > timeout:
+            waiting = [c["index"] for c in state["cells"] if c["count"] is None]
+            raise AssertionError(f"Run All Cells had not finished after {timeout:.0f} s (kernel {state['kernel']}, "
+                                 f"cells still to run: {waiting}); the machine may be overloaded")
+        time.sleep(1.0)
+    assert_no_error_outputs(page)
+
+
+def assert_no_error_outputs(page: Page) -> None:
+    errors = [f"cell {c['index']}: {e}" for c in notebook_state(page)["cells"] for e in c["errors"]]
+    assert not errors, "the notebook has error outputs:\n" + "\n".join(errors)
+
+
+def output_with(page: Page, inner: Locator) -> Locator:
+    """The one cell output that contains ``inner`` (a panel is found by a control it alone has)."""
+    found = page.locator(".jp-OutputArea-output").filter(has=inner)
+    found.first.wait_for(state="visible")
+    assert found.count() == 1, f"expected one output holding {inner}, found {found.count()}"
+    return found.first
+
+
+def slider(panel: Locator, name: str) -> Locator:
+    """The ipywidgets slider labelled ``name`` in ``panel``."""
+    return panel.locator(".widget-slider").filter(has=panel.page.locator(".widget-label", has_text=re.compile(
+        f"^{re.escape(name)}$")))
+
+
+def slider_value(panel: Locator, name: str) -> str:
+    return slider(panel, name).locator(".widget-readout").inner_text().strip()
+
+
+def press_keys_on_slider(panel: Locator, name: str, key: str, times: int = 1) -> None:
+    """Focus the slider's handle, as a Tab would, and press ``key``: the keyboard path a person takes."""
+    handle = slider(panel, name).locator(".noUi-handle")
+    handle.focus()
+    for _ in range(times):
+        handle.press(key)
+
+
+def plot_source(panel: Locator) -> str:
+    """The ``src`` of the plot image in ``panel`` (a data URL: it changes when the plot is redrawn)."""
+    images = panel.locator(".widget-output img")
+    return images.first.get_attribute("src") if images.count() else ""
+
+
+def wait_until(check, timeout: float, what: str, poll: float = 0.5) -> Any:
+    """Poll ``check()`` until it returns something true; fail after ``timeout`` s saying ``what`` was awaited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout:.0f} s for {what}; it did not happen")
+        time.sleep(poll)
