@@ -32,7 +32,7 @@ from labkit.decode import DECODERS, decode, decode_jpeg_batch
 from labkit.doctor import main_thread_budget, torch_threads
 from labkit.hostmem import HostBuffers
 from labkit.measure import describe_machine, machine_info, measure_loader, spread_indices
-from labkit.pagecache import evict
+from labkit.pagecache import empty_page_cache, mapping_processes, resident_share
 from labkit.procmem import PeakMemory, describe_tree_memory, tree_cpu_seconds, tree_memory_measure
 from labkit.samplers import BlockShuffleSampler
 from labkit.settings import usable_cpus
@@ -122,6 +122,7 @@ class Result:
     seed_step_s: Optional[float]
     loader: Dict[str, Any] = field(default_factory=dict)
     speedup_vs_v1: float = 1.0
+    cache: Dict[str, Any] = field(default_factory=dict)  # cold runs: how the cache was emptied, share left resident
 
 
 def fastest_decoder(ws: Workspace, samples: int = 16) -> Tuple[str, Dict[str, float]]:
@@ -248,8 +249,14 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
     """Build, warm up and time one version: images/s and step time (medians), CPU use, peak memory (PSS of
     main + workers), GPU busy."""
     device = settings.resolved_device()
+    cache: Dict[str, Any] = {}
     if settings.cold:
-        evict([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
+        files = _version_files(version, ws, tuned)
+        how = empty_page_cache([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
+        cache = {"emptied_by": how, "resident_before": resident_share(files), "files": len(files),
+                 # the kernel keeps every page a process maps: another reader of the same pack keeps it warm
+                 "mapped_by_other_processes": sorted({p for f in files[:1] for p in mapping_processes(f)
+                                                      if p != os.getpid()}) if len(files) == 1 else []}
     loader, described = build_loader(version, ws, settings, decoder, tuned)
     batches = device_batches(version, loader, settings, len(ws.classes))
     peak = PeakMemory()
@@ -276,7 +283,31 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
     del batches, loader
     gpu_busy = busy[0] / wall if (device.type == "cuda" and step is not None) else None
     return Result(version.id, version.name, result.images_per_s, result.step_s, result.runs_images_per_s,
-                  cpu_util, peak.peak / 2**20, gpu_busy, version.seed_step_s, described)
+                  cpu_util, peak.peak / 2**20, gpu_busy, version.seed_step_s, described, cache=cache)
+
+
+def _version_files(version: Version, ws: Workspace, tuned: Optional[Config]) -> List[str]:
+    """The files a version reads its samples from (a cold run reports how much of them is cached)."""
+    if version.storage == "folder":
+        return [os.path.join(ws.folder, p) for p in _folder_files(ws)]
+    if version.storage == "decoded" or (tuned is not None and tuned.decoder == NO_DECODE):
+        return [ws.decoded_pack]
+    return [ws.pack]
+
+
+def _cached_share(result: Result) -> str:
+    share = result.cache["resident_before"]
+    text = f"{result.id} {share:.1%}" if share >= 0 else f"{result.id} unknown"
+    mapped = result.cache.get("mapped_by_other_processes")
+    return text + (f" (mapped by process {', '.join(map(str, mapped))}, which keeps it cached)" if mapped else "")
+
+
+def cold_note(results: List[Result]) -> str:
+    """A cold run's line: how the page cache was emptied and what share of each version's data stayed cached."""
+    hows = sorted({r.cache["emptied_by"] for r in results if r.cache})
+    shares = ", ".join(_cached_share(r) for r in results if r.cache)
+    return (f"cold run: before each version the page cache was emptied: {'; '.join(hows) or 'nothing measured'}; "
+            f"share of the version's data still cached when it started: {shares}")
 
 
 def _folder_files(ws: Workspace) -> List[str]:
@@ -437,7 +468,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
                  f"ones (v5 on); alone it caps those versions at {settings.batch_size / fused * 1000:.0f} images/s"
                  + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else ""))
     notes.append(budget_note(results, budget))
-    notes.append("cold run: page cache dropped before each version (posix_fadvise)" if settings.cold else
+    notes.append(cold_note(results) if settings.cold else
                  "warm run: files stay in the page cache between versions (--cold drops them)")
     mode = "with a model step" if settings.model else "data only (as the seed)"
     header = (f"Data: {ws.count} images from {_shown(ws.folder)} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "

@@ -153,3 +153,53 @@ def test_the_report_names_the_data_relative_to_the_working_directory(ws, capsys,
     assert report["settings"]["folder"] == os.path.basename(ws.folder)
     assert ws.folder not in captured.out and f"images from {os.path.basename(ws.folder)} ->" in captured.out
     assert "v6:" in captured.out and "ablation" in captured.err  # the progress bar, one step per version
+
+
+def test_a_cold_run_says_how_the_cache_was_emptied_and_what_stayed_cached(ws, monkeypatch, capsys):
+    import labkit.ablation as ablation
+    from labkit.pagecache import empty_page_cache
+
+    # per-file advice only: a test must not drop the whole machine's page cache, even as root
+    monkeypatch.setattr(ablation, "empty_page_cache", lambda paths: empty_page_cache(paths, system=False))
+    settings = Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
+    report = run_ablation(ws, settings, only=["v1", "v6"], progress=False)
+    v1, v6 = report["versions"]
+    assert v1["cache"]["files"] == ws.count and v6["cache"]["files"] == 1
+    assert v1["cache"]["emptied_by"].startswith("posix_fadvise(DONTNEED) on")
+    assert v1["cache"]["resident_before"] < 0.1  # files read with open(): nothing keeps them cached
+    note = next(n for n in report["notes"] if n.startswith("cold run"))
+    assert f"v1 {v1['cache']['resident_before']:.1%}" in note and "v6 " in note
+    assert note in capsys.readouterr().out
+
+
+def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
+    import multiprocessing
+
+    import labkit.ablation as ablation
+    from labkit.pagecache import empty_page_cache
+
+    monkeypatch.setattr(ablation, "empty_page_cache", lambda paths: empty_page_cache(paths, system=False))
+    ctx = multiprocessing.get_context("fork")
+    ready, stop = ctx.Event(), ctx.Event()
+
+    def hold(path):  # another reader of the same pack, as a second notebook would be
+        import numpy as np
+
+        mapped = np.memmap(path, dtype=np.uint8, mode="r")
+        int(mapped[::4096].sum())
+        ready.set()
+        stop.wait(30)
+
+    holder = ctx.Process(target=hold, args=(ws.decoded_pack,))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        settings = Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
+        report = run_ablation(ws, settings, only=["v6"], progress=False)
+    finally:
+        stop.set()
+        holder.join()
+    v6 = report["versions"][0]
+    assert v6["cache"]["mapped_by_other_processes"] == [holder.pid] and v6["cache"]["resident_before"] > 0.9
+    assert f"mapped by process {holder.pid}, which keeps it cached" in next(
+        n for n in report["notes"] if n.startswith("cold run"))

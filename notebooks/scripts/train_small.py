@@ -1,0 +1,42 @@
+"""A plain training loop over the course's photos, with nothing in it that measures anything.
+
+Set LABKIT_PROFILE=1 in its environment and the loader that `labkit.loader.make_loader` returns is
+wrapped in `labkit.profiling.ProfiledLoader`, which prints after every epoch how long the loop waited
+for data and how long it spent on each batch — without a line of this file changing (notebook 11):
+
+    LABKIT_PROFILE=1 python notebooks/scripts/train_small.py --epochs 2
+"""
+
+import argparse
+
+from labkit.ablation import model_step
+from labkit.datasets import PackedDataset
+from labkit.loader import make_loader
+from labkit.transfer import DevicePrefetcher
+from labkit.workspace import course_workspace
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--decoder", default="pil-reduced")
+    parser.add_argument("--size", type=int, default=256, help="side of the square images the model sees")
+    args = parser.parse_args()
+
+    ws = course_workspace(progress=False)
+    dataset = PackedDataset(ws.pack, decoder=args.decoder, size=args.size)
+    loader = make_loader(dataset, batch_size=args.batch, num_workers=args.workers)
+    batches = DevicePrefetcher(loader)  # uint8 batches to normalised floats, on the GPU when there is one
+    train_step = model_step(batches.device, len(dataset.classes))
+    for epoch in range(args.epochs):
+        steps = 0
+        for batch in batches:
+            train_step(batch)
+            steps += 1
+        print(f"epoch {epoch + 1}: {steps} steps")
+
+
+if __name__ == "__main__":
+    main()
