@@ -141,6 +141,11 @@ def _stop_workers(iterator: Any) -> None:
         iterator._shutdown_workers()
 
 
+def _dead_workers(iterator: Any) -> List[Any]:
+    """Workers of ``iterator`` that ended with an error or a signal (exit code not 0)."""
+    return [w for w in getattr(iterator, "_workers", []) if w.exitcode not in (None, 0)]
+
+
 class WatchedLoader:
     """Iterates a DataLoader built by `watched_loader`; turns a silent hang into a `LoaderHangError`."""
 
@@ -166,8 +171,12 @@ class WatchedLoader:
                     report = self.diagnose(iterator, f"no batch arrived for {self.timeout:g} s", _HANG_FIX)
                     self._stop(iterator)
                     raise LoaderHangError(report) from None
-                if isinstance(e, RuntimeError) and ("killed by signal" in message or "exited unexpectedly" in message):
-                    report = self.diagnose(iterator, f"a worker died ({message.splitlines()[0]})", _DEATH_FIX)
+                died = isinstance(e, RuntimeError) and ("killed by signal" in message or "exited unexpectedly" in message)
+                if died or _dead_workers(iterator):
+                    # A worker killed while it hands over a batch can also surface as a broken connection
+                    # (ConnectionResetError, EOFError) in the main process: the cause is still the death.
+                    what = message.splitlines()[0] if died else f"{type(e).__name__} while receiving a batch: {message}"
+                    report = self.diagnose(iterator, f"a worker died ({what})", _DEATH_FIX)
                     self._stop(iterator)
                     raise LoaderWorkerError(report) from None
                 # An exception raised inside a worker keeps its type; a note says what was being fetched

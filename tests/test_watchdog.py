@@ -102,3 +102,41 @@ def test_after_a_fault_a_persistent_loader_starts_fresh_workers(no_leaks):
         with pytest.raises(ValueError, match="corrupt record"):
             list(loader)
         assert multiprocessing.active_children() == [], f"epoch {epoch} left its workers running"
+
+
+class _DeadWorker:
+    pid, exitcode = 4242, -9  # killed by SIGKILL
+
+    def is_alive(self):
+        return False
+
+    def join(self, timeout=None):
+        pass
+
+
+class _ResetWhileReceiving:
+    """A DataLoader iterator whose worker died while handing over a batch's file descriptor."""
+
+    _workers = [_DeadWorker()]
+
+    def __next__(self):
+        raise ConnectionResetError(104, "Connection reset by peer")
+
+    def _shutdown_workers(self):
+        pass
+
+
+class _LoaderWithADeadWorker:
+    dataset = list(range(8))
+
+    def __iter__(self):
+        return _ResetWhileReceiving()
+
+
+def test_a_broken_connection_from_a_dead_worker_is_reported_as_its_death(tmp_path):
+    from labkit.eventlog import SharedLog
+    from labkit.watchdog import WatchedLoader
+
+    loader = WatchedLoader(_LoaderWithADeadWorker(), timeout=1, dump_dir=str(tmp_path), log=SharedLog())
+    with pytest.raises(LoaderWorkerError, match=r"a worker died \(ConnectionResetError.*\n.*pid 4242\): dead"):
+        next(iter(loader))
