@@ -81,6 +81,19 @@ def _stream(loader: Iterable) -> Iterator[Any]:
             raise ValueError(_NO_BATCH)
 
 
+def prefetched_batches(loader: Any) -> int:
+    """Batches a DataLoader's workers make before the first is asked for (``num_workers ×
+    prefetch_factor``), found through wrappers that keep the DataLoader as ``.loader``; 0 without workers."""
+    for _ in range(4):
+        workers = getattr(loader, "num_workers", None)
+        if isinstance(workers, int):
+            return workers * (getattr(loader, "prefetch_factor", None) or 2) if workers > 0 else 0
+        loader = getattr(loader, "loader", None)
+        if loader is None:
+            break
+    return 0
+
+
 def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: Optional[int] = None,
                    on_batch: Optional[Callable[[Any], None]] = None,
                    warmup_batches: Optional[int] = None, min_seconds: float = 0.0,
@@ -95,6 +108,10 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
     Passes are cut from one continuing stream of epochs: restarting a DataLoader's iterator
     mid-epoch makes its workers finish, and throw away, every batch already in flight —
     up to ``num_workers × prefetch_factor`` batches of work charged to the next pass.
+
+    A warm-up pass takes at least the batches the workers made before the first was asked for
+    (`prefetched_batches`): otherwise a short first measured pass is handed batches made before
+    it began, and a trial of a few batches reads several times faster than the loader runs.
 
     A fast loader's pass can last a fraction of a second, short enough for one hiccup of a
     shared machine to move its median: with ``min_seconds``, measured passes go on past
@@ -114,6 +131,8 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
     try:
         while run < warmup_runs + runs or (measured < min_seconds and run < warmup_runs + most):
             limit = warmup_batches if (run < warmup_runs and warmup_batches is not None) else max_batches
+            if run < warmup_runs and limit is not None:
+                limit = max(limit, prefetched_batches(loader) + 1)
             images = 0
             batches = 0
             start = last = time.perf_counter()

@@ -17,6 +17,9 @@ import threading
 from typing import Iterator
 
 
+HAS_ALARM = hasattr(signal, "setitimer")  # POSIX; Windows has no SIGALRM
+
+
 class TimeLimitExceeded(TimeoutError):
     """The block ran past its limit; the message names the block and the limit."""
 
@@ -29,7 +32,7 @@ def time_limit(seconds: float, what: str = "this block") -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         raise RuntimeError("time_limit interrupts the main thread: use it there (a notebook cell runs there)")
     message = f"{what} ran past its time limit of {seconds:g} s and was stopped"
-    if hasattr(signal, "setitimer"):
+    if HAS_ALARM:
         def _expire(signum: int, frame: object) -> None:
             raise TimeLimitExceeded(message)
 

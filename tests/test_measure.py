@@ -100,3 +100,17 @@ def test_time_epochs_times_each_whole_epoch_and_its_first_batch():
     assert all(0.01 <= e.first_batch_s <= e.total_s and e.total_s >= 0.03 for e in epochs)
     with pytest.raises(ValueError):
         time_epochs([], epochs=1)
+
+
+def test_warm_up_takes_every_batch_the_workers_prefetched_before_the_first_measured_pass():
+    from torch.utils.data import DataLoader
+
+    from labkit.measure import prefetched_batches
+    from labkit.transfer import DevicePrefetcher
+
+    loader = DataLoader(list(range(64)), batch_size=2, num_workers=2, prefetch_factor=3)
+    assert prefetched_batches(loader) == 6 and prefetched_batches(DevicePrefetcher(loader, device="cpu")) == 6
+    assert prefetched_batches(DataLoader(list(range(4)))) == 0 and prefetched_batches([1, 2]) == 0
+    seen = []
+    measure_loader(loader, runs=1, warmup_runs=1, max_batches=2, on_batch=seen.append)
+    assert len(seen) == 7 + 2  # warm-up: the 6 queued at start and one made after; then the measured pass
