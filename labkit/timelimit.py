@@ -44,6 +44,9 @@ def time_limit(seconds: float, what: str = "this block") -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
         return
+    # interrupt_main raises KeyboardInterrupt only through Python's own SIGINT handler: put it back for the
+    # block, whatever handler was installed before (a pipeline's, a test runner's).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(seconds, _thread.interrupt_main)
     timer.daemon = True
     timer.start()
@@ -55,3 +58,4 @@ def time_limit(seconds: float, what: str = "this block") -> Iterator[None]:
         raise TimeLimitExceeded(message) from None
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)

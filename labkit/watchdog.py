@@ -124,19 +124,22 @@ def _shm_state() -> str:
     return f"{facts.shm_free / 2**20:.1f} MiB free of {facts.shm_total / 2**20:.1f} MiB"
 
 
-def _stop_workers(iterator: Any) -> None:
-    """Stop every worker now (stuck ones will not answer a polite shutdown)."""
+def _stop_workers(iterator: Any, kill: bool = True) -> None:
+    """Stop every worker: killed at once when one is stuck or dead (a stuck one will not answer a polite
+    shutdown), else asked to finish first — a worker killed while it makes a batch can leave that
+    batch's /dev/shm file behind."""
     from torch.utils.data._utils import signal_handling
 
     try:
         if getattr(iterator, "_worker_pids_set", False):
             signal_handling._remove_worker_pids(id(iterator))  # or their deaths raise in this thread
             iterator._worker_pids_set = False
-        for w in getattr(iterator, "_workers", []):
-            if w.is_alive():
-                w.kill()
-        for w in getattr(iterator, "_workers", []):
-            w.join(timeout=5)
+        if kill:
+            for w in getattr(iterator, "_workers", []):
+                if w.is_alive():
+                    w.kill()
+            for w in getattr(iterator, "_workers", []):
+                w.join(timeout=5)
     finally:
         iterator._shutdown_workers()
 
@@ -182,13 +185,13 @@ class WatchedLoader:
                 # An exception raised inside a worker keeps its type; a note says what was being fetched
                 # (shown under the traceback from Python 3.11; kept in __notes__ before that).
                 e.__notes__ = [*getattr(e, "__notes__", []), self._in_flight_summary()]
-                self._stop(iterator)
+                self._stop(iterator, kill=False)  # the workers are healthy: one raised, and said so
                 raise
             yield batch
 
-    def _stop(self, iterator: Any) -> None:
+    def _stop(self, iterator: Any, kill: bool = True) -> None:
         """Stop ``iterator``'s workers; a persistent loader then starts new ones for its next epoch."""
-        _stop_workers(iterator)
+        _stop_workers(iterator, kill)
         if getattr(self.loader, "_iterator", None) is iterator:
             self.loader._iterator = None
 

@@ -1,3 +1,4 @@
+import signal
 import threading
 import time
 
@@ -25,10 +26,15 @@ def test_without_sigalrm_a_timer_interrupts_python_code(monkeypatch):
     import labkit.timelimit
 
     monkeypatch.setattr(labkit.timelimit, "HAS_ALARM", False)  # as on Windows
-    with pytest.raises(TimeLimitExceeded, match="polling loop"):
-        with time_limit(0.3, "polling loop"):
-            for _ in range(300):
-                time.sleep(0.01)
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # whatever SIGINT handler was there must not matter
+    try:
+        with pytest.raises(TimeLimitExceeded, match="polling loop"):
+            with time_limit(0.3, "polling loop"):
+                for _ in range(300):
+                    time.sleep(0.01)
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # and it is put back
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_only_in_the_main_thread():
