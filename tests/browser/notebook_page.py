@@ -76,12 +76,32 @@ def assert_no_error_outputs(page: Page) -> None:
     assert not errors, "the notebook has error outputs:\n" + "\n".join(errors)
 
 
-def output_with(page: Page, inner: Locator) -> Locator:
-    """The one cell output that contains ``inner`` (a panel is found by a control it alone has)."""
+def output_with(page: Page, inner: Locator, timeout: float = 180.0) -> Locator:
+    """The one cell output that contains ``inner`` (a panel is found by a control it alone has).
+
+    The notebook is scrolled a screen at a time while it looks, as a person would: JupyterLab may
+    render only the cells near the view."""
     found = page.locator(".jp-OutputArea-output").filter(has=inner)
-    found.first.wait_for(state="visible")
+    started = time.monotonic()
+    while not (found.count() and found.first.is_visible()):
+        if time.monotonic() - started > timeout:
+            raise AssertionError(f"no visible output holding {inner} after {timeout:.0f} s of scrolling the notebook; "
+                                 f"its state: {notebook_state(page)}")
+        page.evaluate(_SCROLL_DOWN)
+        time.sleep(0.5)
     assert found.count() == 1, f"expected one output holding {inner}, found {found.count()}"
+    found.first.scroll_into_view_if_needed()
     return found.first
+
+
+# Scroll the open notebook down by most of a screen, back to the top after its end.
+_SCROLL_DOWN = """() => {
+  const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer')
+             || document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook');
+  if (!panel) return;
+  const end = panel.scrollTop + panel.clientHeight >= panel.scrollHeight - 2;
+  panel.scrollTop = end ? 0 : panel.scrollTop + 0.8 * panel.clientHeight;
+}"""
 
 
 def slider(panel: Locator, name: str) -> Locator:
