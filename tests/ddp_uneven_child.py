@@ -2,8 +2,8 @@
 
 ``torchrun --nproc_per_node=2 ddp_uneven_child.py SHARD...`` trains a linear model for two epochs
 on `ShardedIterableDataset` records with 2 DataLoader workers per rank, then all-gathers how
-many steps each rank took and prints one line per rank: ``rank R: steps per epoch [...], all
-ranks [...]``. If one rank had fewer batches, the other would wait for it in an all-reduce
+many steps each rank took; rank 0 prints them in one line (two ranks printing to one pipe can
+interleave): ``rank 0: steps per epoch [...], all ranks [...]``. If one rank had fewer batches, the other would wait for it in an all-reduce
 forever: the test's timeout catches that.
 """
 
@@ -39,7 +39,8 @@ def main(shards) -> None:
             steps[-1] += 1
     gathered = [None] * info.world_size
     dist.all_gather_object(gathered, steps)
-    print(f"rank {info.rank}: steps per epoch {steps}, all ranks {gathered}; {dataset.plans[-1]}", flush=True)
+    if info.rank == 0:
+        print(f"rank 0: steps per epoch {steps}, all ranks {gathered}; {dataset.plans[-1]}", flush=True)
     dist.destroy_process_group()
 
 

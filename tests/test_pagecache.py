@@ -11,13 +11,18 @@ from labkit.pagecache import (can_evict, empty_page_cache, evict, mapping_proces
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def _write_synced(path: str, size: int) -> str:
+    """``size`` random bytes written through to disk, so eviction can drop them."""
+    with open(path, "wb") as f:
+        f.write(os.urandom(size))
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
 def test_evict_drops_a_files_pages_from_the_cache():
     with tempfile.TemporaryDirectory(dir=ROOT, prefix=".pagecache-test-") as folder:
-        path = os.path.join(folder, "blob.bin")
-        with open(path, "wb") as f:
-            f.write(os.urandom(8 << 20))
-            f.flush()
-            os.fsync(f.fileno())
+        path = _write_synced(os.path.join(folder, "blob.bin"), 8 << 20)
         open(path, "rb").read()
         assert resident_fraction(path) > 0.9
         assert can_evict() and evict([path, os.path.join(folder, "missing")]) == 1
@@ -27,11 +32,7 @@ def test_evict_drops_a_files_pages_from_the_cache():
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="which process maps a file is read from Linux's /proc")
 def test_a_mapped_file_names_its_process_and_stays_cached():
     with tempfile.TemporaryDirectory(dir=ROOT, prefix=".pagecache-test-") as folder:
-        path = os.path.join(folder, "blob.bin")
-        with open(path, "wb") as f:
-            f.write(os.urandom(4 << 20))
-            f.flush()
-            os.fsync(f.fileno())
+        path = _write_synced(os.path.join(folder, "blob.bin"), 4 << 20)
         assert mapping_processes(path) == []
         mapped = np.memmap(path, dtype=np.uint8, mode="r")
         int(mapped[:: 4096].sum())  # touch every page
@@ -46,12 +47,8 @@ def test_a_mapped_file_names_its_process_and_stays_cached():
 
 def test_empty_page_cache_says_how_and_leaves_the_files_cold():
     with tempfile.TemporaryDirectory(dir=ROOT, prefix=".pagecache-test-") as folder:
-        paths = [os.path.join(folder, f"blob{k}.bin") for k in range(2)]
-        for k, path in enumerate(paths):
-            with open(path, "wb") as f:
-                f.write(os.urandom((k + 1) << 20))
-                f.flush()
-                os.fsync(f.fileno())
+        paths = [_write_synced(os.path.join(folder, f"blob{k}.bin"), (k + 1) << 20) for k in range(2)]
+        for path in paths:
             open(path, "rb").read()
         assert resident_share(paths) > 0.9
         how = empty_page_cache(paths, system=False)
@@ -61,12 +58,8 @@ def test_empty_page_cache_says_how_and_leaves_the_files_cold():
 
 def test_resident_share_weighs_files_by_their_size():
     with tempfile.TemporaryDirectory(dir=ROOT, prefix=".pagecache-test-") as folder:
-        small, large = (os.path.join(folder, name) for name in ("small.bin", "large.bin"))
-        for path, size in ((small, 1 << 20), (large, 3 << 20)):
-            with open(path, "wb") as f:
-                f.write(os.urandom(size))
-                f.flush()
-                os.fsync(f.fileno())
+        small = _write_synced(os.path.join(folder, "small.bin"), 1 << 20)
+        large = _write_synced(os.path.join(folder, "large.bin"), 3 << 20)
         evict([small, large])
         open(large, "rb").read()
         assert 0.65 < resident_share([small, large]) < 0.85  # 3 MiB of 4 cached
