@@ -61,6 +61,11 @@ class JupyterLab:
     def url(self, path: str) -> str:
         return f"{self.base}/{path.lstrip('/')}?token={self.token}"
 
+    def notebook_url(self, notebook: str) -> str:
+        """The address that opens ``notebook`` alone, in a workspace of its own: the default workspace
+        would reopen every notebook an earlier page opened beside it."""
+        return self.url(f"lab/workspaces/{secrets.token_hex(4)}/tree/{notebook}")
+
     def api(self, path: str, method: str = "GET", timeout: float = 10.0) -> object:
         """JSON answer of the server's REST API at ``/api/<path>``."""
         request = urllib.request.Request(f"{self.base}/api/{path}", method=method,

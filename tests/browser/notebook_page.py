@@ -7,6 +7,7 @@ the server's ``--expose-app-in-browser``), not guessed from the page's text.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from typing import Any, Dict
@@ -30,26 +31,29 @@ _STATE = """() => {
     }
     cells.push({index: i, count: cell.executionCount, errors: errors});
   }
-  return {kernel: kernel ? kernel.status : null, connection: kernel ? kernel.connectionStatus : null,
-          cells: cells};
+  return {path: panel.context.path, kernel: kernel ? kernel.status : null,
+          connection: kernel ? kernel.connectionStatus : null, cells: cells};
 }"""
 
 
 def notebook_state(page: Page) -> Dict[str, Any]:
-    """The open notebook's kernel status and, per code cell, its execution count and error outputs."""
+    """The current notebook's path, its kernel status and, per code cell, its execution count and error outputs."""
     return page.evaluate(_STATE)
 
 
-def open_notebook(page: Page, url: str, timeout: float) -> None:
-    """Open the notebook at ``url`` and wait until its kernel is connected and idle."""
+def open_notebook(page: Page, url: str, notebook: str, timeout: float) -> None:
+    """Open ``url`` and wait until ``notebook`` is the current tab and its kernel is connected and idle.
+
+    The path is checked, not only the kernel: a JupyterLab workspace reopens the notebooks of an
+    earlier visit, and one of those, its kernel already idle, can be the current tab for a moment."""
     page.goto(url)
     try:
         page.wait_for_function(f"() => {{ const s = ({_STATE})(); "
-                               "return s && s.connection === 'connected' && s.kernel === 'idle'; }",
-                               timeout=timeout * 1000, polling=500)
+                               f"return s && s.path === {json.dumps(notebook)} && s.connection === 'connected' "
+                               "&& s.kernel === 'idle'; }", timeout=timeout * 1000, polling=500)
     except Exception as e:
-        raise AssertionError(f"the notebook's kernel was not connected and idle within {timeout:.0f} s "
-                             f"after opening {url.split('?')[0]}: {notebook_state(page)}") from e
+        raise AssertionError(f"{notebook} was not the current tab with its kernel connected and idle within "
+                             f"{timeout:.0f} s after opening {url.split('?')[0]}: {notebook_state(page)}") from e
 
 
 def run_all_cells(page: Page, timeout: float) -> None:

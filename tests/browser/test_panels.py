@@ -77,7 +77,8 @@ def save_png(panel, path: Path, max_bytes: int) -> None:
 
 
 def test_loader_panel_runs_what_its_slider_says(lab, page, artifacts):
-    open_notebook(page, lab.url("lab/tree/04_workers_pin_prefetch.ipynb"), OPEN_S)
+    notebook = "04_workers_pin_prefetch.ipynb"
+    open_notebook(page, lab.notebook_url(notebook), notebook, OPEN_S)
     run_all_cells(page, RUN_ALL_S)
     panel = output_with(page, page.locator("button.jupyter-button", has_text="Run"))
     assert history_rows(panel) >= 1, "the LoaderPanel shows no run after the notebook ran (show() runs once)"
@@ -91,10 +92,9 @@ def test_loader_panel_runs_what_its_slider_says(lab, page, artifacts):
         save_png(panel, Path(readme_images) / "loader_panel.png", MAX_README_PNG)
 
 
-@pytest.mark.xfail(strict=False, reason="flaky, not understood yet: in some runs every cell of 02 runs without error but "
-                   "the SamplerPanel's slider never renders in the page; issue 14 stays open until it is found")
 def test_sampler_panel_rescores_when_block_size_moves(lab, page, artifacts):
-    open_notebook(page, lab.url("lab/tree/02_sampler.ipynb"), OPEN_S)
+    notebook = "02_sampler.ipynb"
+    open_notebook(page, lab.notebook_url(notebook), notebook, OPEN_S)
     run_all_cells(page, RUN_ALL_S)
     panel = output_with(page, page.locator(".widget-slider", has_text="block_size"))
     scores = panel.locator(".widget-html-content", has_text="class entropy")
