@@ -56,9 +56,8 @@ def scan_image_folder(root: PathLike) -> FolderIndex:
         found: List[str] = []
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, cls), followlinks=False):
             dirnames[:] = [d for d in dirnames if _visible(d)]
-            rel = os.path.relpath(dirpath, root)
-            found.extend(os.path.join(rel, f) for f in filenames
-                         if _visible(f) and f.lower().endswith(IMAGE_EXTENSIONS))
+            prefix = os.path.join(os.path.relpath(dirpath, root), "")
+            found.extend([prefix + f for f in filenames if f[0] != "." and f.lower().endswith(IMAGE_EXTENSIONS)])
         found.sort()
         relpaths.extend(found)
         labels.extend([label] * len(found))

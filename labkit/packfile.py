@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import struct
+import threading
 import zlib
 from dataclasses import dataclass
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
@@ -43,6 +45,8 @@ _HEADER = struct.Struct("<8sIIQQQQQQII")
 _HEADER_CRC = struct.Struct("<I")
 RECORD_DTYPE = np.dtype([("offset", "<u8"), ("length", "<u8"), ("label", "<i4"), ("crc32", "<u4")])
 _PATH_OFFSET_DTYPE = np.dtype("<i8")
+#: Bytes a `PackWriter` appends between two background flushes to the disk.
+SYNC_BEHIND = 128 << 20
 
 
 class PackError(ValueError):
@@ -96,6 +100,27 @@ REPACK = "Re-create it with `labkit pack`, or copy it again from its source"
 
 def _align(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
+
+
+def _copy_file(source: str, target: Any, offset: int, size: int) -> None:
+    """Copy the file ``source`` into the open file ``target`` at ``offset``, leaving its position at the end:
+    in the kernel where the OS can (``copy_file_range``), else through a buffer."""
+    with open(source, "rb") as src:
+        done = 0
+        if hasattr(os, "copy_file_range"):
+            try:
+                while done < size:
+                    n = os.copy_file_range(src.fileno(), target.fileno(), size - done, done, offset + done)
+                    if n == 0:
+                        break
+                    done += n
+            except OSError:  # another file system, or a kernel without it: the buffered copy below
+                pass
+        target.seek(offset + done)
+        src.seek(done)
+        shutil.copyfileobj(src, target, 16 << 20)
+    if target.tell() != offset + size:
+        raise OSError(f"{source}: copied {target.tell() - offset} of its {size} bytes into the pack")
 
 
 @dataclass(frozen=True)
@@ -341,11 +366,17 @@ class PackWriter:
         self.decoded_shape = tuple(int(d) for d in decoded_shape) if decoded_shape is not None else None
         self.alignment = alignment
         self.extra_meta = dict(extra_meta or {})
+        # one sample at a time (`add`) goes to the lists, whole runs (`add_run`) to the chunks;
+        # `_flush` moves the lists into the chunks so that order is kept
         self._records: List[Tuple[int, int, int, int]] = []
         self._paths: List[PathLike] = []
+        self._record_chunks: List[np.ndarray] = []
+        self._path_chunks: List[StringTable] = []
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         self._file = open(self.tmp_path, "wb")
+        self._synced_to = 0
+        self._syncer: Optional[threading.Thread] = None
         self._data_offset = _align(HEADER_SIZE, alignment)
         self._file.write(b"\0" * self._data_offset)
 
@@ -359,7 +390,7 @@ class PackWriter:
             self.abort()
 
     def __len__(self) -> int:
-        return len(self._records)
+        return len(self._records) + sum(len(chunk) for chunk in self._record_chunks)
 
     def add(self, data: Union[bytes, np.ndarray], label: int, relpath: PathLike) -> None:
         """Append one sample: encoded file bytes, or a uint8 array of ``decoded_shape``."""
@@ -376,9 +407,65 @@ class PackWriter:
         self._file.write(data)
         self._records.append((offset, len(data), int(label), zlib.crc32(data)))
         self._paths.append(relpath)
+        self._sync_behind()
+
+    def add_run(self, part: PathLike, records: np.ndarray, paths: StringTable) -> None:
+        """Append a run of samples already written, one after another, to the file ``part``.
+
+        ``records`` (``RECORD_DTYPE``) give each sample's offset in ``part`` (a multiple of the
+        alignment), length, label and CRC32; ``paths`` their relative paths. What `pack_folder`'s
+        worker processes hand over: the bytes go file to file in the kernel, never through a pipe.
+        """
+        part = os.fspath(part)
+        size = os.path.getsize(part)
+        if len(paths) != len(records):
+            raise ValueError(f"{part}: {len(records)} records but {len(paths)} paths")
+        if len(records):
+            ends = records["offset"] + records["length"]
+            if int(ends.max()) > size or np.any(records["offset"] % self.alignment):
+                raise ValueError(f"{part}: a record lies outside the file's {size} bytes or off the alignment "
+                                 f"{self.alignment}")
+            if np.any((records["label"] < 0) | (records["label"] >= len(self.classes))):
+                raise ValueError(f"{part}: a label is not one of the {len(self.classes)} classes")
+            if self.decoded_shape is not None and np.any(records["length"] != int(np.prod(self.decoded_shape))):
+                raise ValueError(f"{part}: a record is not a uint8 array of {self.decoded_shape}")
+        self._file.flush()
+        start = _align(self._file.tell(), self.alignment)
+        self._file.write(b"\0" * (start - self._file.tell()))
+        self._file.flush()
+        _copy_file(part, self._file, start, size)
+        shifted = records.astype(RECORD_DTYPE, copy=True)
+        shifted["offset"] += start
+        self._flush()
+        self._record_chunks.append(shifted)
+        self._path_chunks.append(paths)
+        self._sync_behind()
+
+    def _sync_behind(self) -> None:
+        """Every `SYNC_BEHIND` bytes, start writing what came before to the disk in a thread, so that
+        `close`'s fsync waits for the last stretch only instead of the whole pack."""
+        if self._file.tell() - self._synced_to < SYNC_BEHIND or (self._syncer and self._syncer.is_alive()):
+            return
+        self._file.flush()
+        self._synced_to = self._file.tell()
+        self._syncer = threading.Thread(target=getattr(os, "fdatasync", os.fsync), args=(self._file.fileno(),),
+                                         name="labkit-pack-sync", daemon=True)
+        self._syncer.start()
+
+    def _join_syncer(self) -> None:
+        if self._syncer is not None:
+            self._syncer.join()
+            self._syncer = None
+
+    def _flush(self) -> None:
+        if self._records:
+            self._record_chunks.append(np.array(self._records, dtype=RECORD_DTYPE))
+            self._path_chunks.append(StringTable.from_strings(self._paths))
+            self._records, self._paths = [], []
 
     def abort(self) -> None:
         """Drop everything written so far."""
+        self._join_syncer()
         if not self._file.closed:
             self._file.close()
         if os.path.exists(self.tmp_path):
@@ -390,8 +477,10 @@ class PackWriter:
             return
         try:
             index_offset = self._file.tell()
-            records = np.array(self._records, dtype=RECORD_DTYPE)
-            paths = StringTable.from_strings(self._paths)
+            self._flush()
+            records = (np.concatenate(self._record_chunks) if self._record_chunks
+                       else np.zeros(0, dtype=RECORD_DTYPE))
+            paths = StringTable.concat(self._path_chunks)
             meta = {"format": "labkit-pack", "classes": self.classes,
                     "decoded": {"shape": list(self.decoded_shape), "dtype": "uint8", "layout": "CHW"}
                     if self.decoded_shape else None, **self.extra_meta}
@@ -406,6 +495,7 @@ class PackWriter:
             self._file.seek(0)
             self._file.write(head + _HEADER_CRC.pack(zlib.crc32(head)))
             self._file.flush()
+            self._join_syncer()
             os.fsync(self._file.fileno())
             self._file.close()
             os.replace(self.tmp_path, self.path)

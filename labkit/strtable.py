@@ -10,7 +10,7 @@ buffer and one offsets array — are two objects, however many strings they hold
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, Union
+from typing import Iterable, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -39,11 +39,44 @@ class StringTable:
 
     @classmethod
     def from_strings(cls, items: Iterable[PathLike]) -> "StringTable":
+        items = list(items)
+        if items and all(type(s) is str for s in items):
+            joined = "\0".join(items)  # one encode for all: a file name holds no NUL
+            if joined.count("\0") == len(items) - 1:
+                return cls._from_joined(np.frombuffer(os.fsencode(joined), dtype=np.uint8), len(items))
         encoded = [os.fsencode(s) for s in items]
         offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
         np.cumsum([len(e) for e in encoded], out=offsets[1:])
         blob = np.frombuffer(b"".join(encoded), dtype=np.uint8).copy()
         return cls(blob, offsets)
+
+    @classmethod
+    def _from_joined(cls, joined: np.ndarray, count: int) -> "StringTable":
+        """From ``count`` strings' bytes joined by NUL bytes (none inside a string)."""
+        ends = np.append(np.flatnonzero(joined == 0), len(joined))
+        offsets = np.zeros(count + 1, dtype=np.int64)
+        offsets[1:] = ends - np.arange(count)  # each string ends where its NUL was, less the NULs before it
+        return cls(joined[joined != 0].copy(), offsets)
+
+    @classmethod
+    def concat(cls, tables: Sequence["StringTable"]) -> "StringTable":
+        """The strings of ``tables``, one after another."""
+        if not tables:
+            return cls(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
+        starts = np.cumsum([0] + [t.blob.nbytes for t in tables[:-1]])
+        offsets = np.concatenate([tables[0].offsets[:1]] + [t.offsets[1:] + s for t, s in zip(tables, starts)])
+        return cls(np.concatenate([t.blob for t in tables]), offsets)
+
+    def take(self, indices: Union[np.ndarray, Sequence[int]]) -> "StringTable":
+        """A new table of the strings at ``indices``, in that order, without a Python string per item."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
+            raise IndexError(f"string indices out of range for {len(self)} strings")
+        starts, lengths = self.offsets[idx], self.offsets[idx + 1] - self.offsets[idx]
+        offsets = np.zeros(len(idx) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        gather = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
+        return StringTable(self.blob[gather], offsets)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1

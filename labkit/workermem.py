@@ -27,7 +27,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from labkit.eventlog import SharedLog
-from labkit.procmem import private_bytes, rss_bytes
+from labkit.procmem import private_bytes, rss_bytes, unique_anonymous_bytes
 
 MIB = 2**20
 WORKER_START_S = 30.0
@@ -46,21 +46,25 @@ class _NoteWorkerPid:
 @dataclass
 class WorkerMemoryTrace:
     """Readings of every worker's memory: at ``epochs[k]`` epochs into the run, worker w held
-    ``private[w][k]`` private bytes (USS) and ``rss[w][k]`` resident bytes; ``None`` where the OS
-    gave no figure (`labkit.procmem`)."""
+    ``private[w][k]`` private bytes (USS), ``anonymous[w][k]`` anonymous bytes only it holds and
+    ``rss[w][k]`` resident bytes; ``None`` where the OS gave no figure (`labkit.procmem`).
+
+    Pages of a memory-mapped file that one worker alone has read count in its RSS and USS: only
+    ``anonymous`` leaves them out and grows with a leak or copy-on-write alone."""
 
     epochs: List[float] = field(default_factory=list)
     private: Dict[str, List[Optional[int]]] = field(default_factory=dict)
+    anonymous: Dict[str, List[Optional[int]]] = field(default_factory=dict)
     rss: Dict[str, List[Optional[int]]] = field(default_factory=dict)
     start_method: str = ""
 
     def mib(self, kind: str = "private") -> Dict[str, np.ndarray]:
-        """Each worker's ``private`` or ``rss`` readings in MiB (NaN where the OS gave none)."""
+        """Each worker's ``private``, ``anonymous`` or ``rss`` readings in MiB (NaN where the OS gave none)."""
         return {w: np.array([np.nan if v is None else v / MIB for v in values])
                 for w, values in getattr(self, kind).items()}
 
     def growth_mib(self, kind: str = "private") -> Dict[str, float]:
-        """MiB each worker's ``private`` or ``rss`` memory grew from the first reading to the last."""
+        """MiB each worker's ``private``, ``anonymous`` or ``rss`` memory grew from the first reading to the last."""
         return {w: float(values[-1] - values[0]) for w, values in self.mib(kind).items()}
 
     def mean_growth_mib(self, kind: str = "private") -> float:
@@ -76,7 +80,8 @@ class WorkerMemoryTrace:
             ax.plot(self.epochs, values, marker="o", color=color,
                     linestyle=("-", "--", ":", "-.")[k % 4], label=f"{label} {worker}".strip())
         ax.set_xlabel("epochs read by the main loop")
-        ax.set_ylabel(f"{'private' if kind == 'private' else 'resident (RSS)'} memory per worker, MiB")
+        names = {"private": "private", "anonymous": "unique anonymous", "rss": "resident (RSS)"}
+        ax.set_ylabel(f"{names[kind]} memory per worker, MiB")
         return ax
 
 
@@ -116,6 +121,7 @@ def trace_worker_memory(dataset: Dataset, epochs: int = 3, readings_per_epoch: i
         trace.epochs.append(at)
         for worker, pid in pids.items():
             trace.private.setdefault(worker, []).append(private_bytes(pid))
+            trace.anonymous.setdefault(worker, []).append(unique_anonymous_bytes(pid))
             trace.rss.setdefault(worker, []).append(rss_bytes(pid))
 
     bar = tqdm(total=epochs * per_epoch, desc="epochs", unit="batch", disable=not progress)

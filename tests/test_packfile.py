@@ -1,6 +1,7 @@
 import os
 import pickle
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -76,6 +77,64 @@ def test_writer_refuses_bad_samples(tmp_path):
             w.add(np.zeros((3, 2, 3), np.uint8), 0, "a/x.jpg")
         with pytest.raises(ValueError, match="label 5"):
             w.add(np.zeros((3, 2, 2), np.uint8), 5, "a/y.jpg")
+
+
+def _part(tmp_path, name, blobs, alignment=1):
+    """A part file holding ``blobs`` one after another at multiples of ``alignment``, and its records."""
+    from labkit.packfile import RECORD_DTYPE
+
+    records, data = [], b""
+    for blob in blobs:
+        data += b"\0" * (-len(data) % alignment)
+        records.append((len(data), len(blob), 0, zlib.crc32(blob)))
+        data += blob
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path, np.array(records, dtype=RECORD_DTYPE)
+
+
+@pytest.mark.parametrize("alignment", [1, 64])
+def test_runs_from_part_files_and_single_samples_keep_their_order(tmp_path, alignment):
+    """`add_run` appends a file another process wrote; mixed with `add`, the pack is the same as
+    one written a sample at a time."""
+    from labkit.strtable import StringTable
+
+    one_by_one = tmp_path / "one.pack"
+    with PackWriter(one_by_one, ["a", "b"], alignment=alignment) as w:
+        for blob, label, k in zip(BLOBS, LABELS, range(4)):
+            w.add(blob, label, f"x/{k}.jpg")
+    part, records = _part(tmp_path, "part", BLOBS[1:3], alignment)
+    records["label"] = LABELS[1:3]
+    mixed = tmp_path / "mixed.pack"
+    with PackWriter(mixed, ["a", "b"], alignment=alignment) as w:
+        w.add(BLOBS[0], LABELS[0], "x/0.jpg")
+        w.add_run(part, records, StringTable.from_strings(["x/1.jpg", "x/2.jpg"]))
+        w.add(BLOBS[3], LABELS[3], "x/3.jpg")
+        assert len(w) == 4
+    assert mixed.read_bytes() == one_by_one.read_bytes()
+    verify_pack(mixed)
+
+
+def test_a_run_is_refused_when_its_records_do_not_fit(tmp_path):
+    from labkit.strtable import StringTable
+
+    part, records = _part(tmp_path, "part", [b"abc", b"defg"])
+    names = StringTable.from_strings(["a/1", "a/2"])
+    with PackWriter(tmp_path / "p.pack", ["a"]) as w:
+        with pytest.raises(ValueError, match="2 records but 1 paths"):
+            w.add_run(part, records, names.take([0]))
+        past = records.copy()
+        past["length"][1] = 5
+        with pytest.raises(ValueError, match="outside the file's 7 bytes"):
+            w.add_run(part, past, names)
+        wrong = records.copy()
+        wrong["label"][0] = 1
+        with pytest.raises(ValueError, match="not one of the 1 classes"):
+            w.add_run(part, wrong, names)
+        assert len(w) == 0
+    with PackWriter(tmp_path / "d.pack", ["a"], decoded_shape=(3, 1, 1)) as w:
+        with pytest.raises(ValueError, match=r"uint8 array of \(3, 1, 1\)"):
+            w.add_run(part, records, names)
 
 
 def test_wrong_magic(small_pack):

@@ -5,7 +5,7 @@ import torch
 
 from labkit.folders import scan_image_folder
 from labkit.packfile import PackReader
-from labkit.packing import pack_folder
+from labkit.packing import pack_folder, read_file
 from labkit.synthetic import read_manifest
 
 
@@ -60,16 +60,35 @@ def test_pool_after_openmp_in_the_parent_does_not_hang(photos, tmp_path):
     assert report.count == 24
 
 
-def test_an_unchecked_encoded_pack_is_read_in_this_process_and_the_same_at_any_worker_count(photos, tmp_path,
-                                                                                            monkeypatch):
-    import multiprocessing
+@pytest.mark.parametrize("options", [{"check": False}, {"check": True}, {"decoded_size": 16}],
+                         ids=["unchecked", "checked", "decoded"])
+def test_a_pack_is_the_same_bytes_at_any_worker_count_and_leaves_no_part_file(photos, tmp_path, options):
+    """Workers write runs of files to part files that the main process appends: the result must not
+    depend on how many there were, and no part file may stay behind."""
+    packs = [tmp_path / f"{workers}.pack" for workers in (1, 2, 3)]
+    for workers, pack in zip((1, 2, 3), packs):
+        report = pack_folder(photos, pack, workers=workers, progress=False, **options)
+        assert report.count == len(scan_image_folder(photos))
+    assert packs[0].read_bytes() == packs[1].read_bytes() == packs[2].read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1.pack", "2.pack", "3.pack"]
 
-    def no_pool(*args, **kwargs):
-        raise AssertionError("a pool was started to copy bytes that need no decoding")
 
-    serial = tmp_path / "serial.pack"
-    pack_folder(photos, serial, check=False, workers=1, progress=False)
-    monkeypatch.setattr(multiprocessing, "get_context", no_pool)
-    parallel = tmp_path / "parallel.pack"
-    report = pack_folder(photos, parallel, check=False, workers=2, progress=False)
-    assert report.count == len(scan_image_folder(photos)) and serial.read_bytes() == parallel.read_bytes()
+def test_a_failed_pack_leaves_neither_the_pack_nor_a_part_file(photos, tmp_path, monkeypatch):
+    from labkit import packfile
+
+    def broken_copy(*args, **kwargs):
+        raise OSError("disk full (simulated)")
+
+    monkeypatch.setattr(packfile, "_copy_file", broken_copy)
+    with pytest.raises(OSError, match="simulated"):
+        pack_folder(photos, tmp_path / "out.pack", workers=2, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("size", [0, 1, 3_000_001])
+def test_read_file_gives_every_byte(tmp_path, size):
+    path = tmp_path / "f.bin"
+    path.write_bytes(os.urandom(size))
+    assert read_file(os.fsencode(path)) == path.read_bytes()
+    with pytest.raises(FileNotFoundError):
+        read_file(os.fsencode(tmp_path / "missing.jpg"))

@@ -47,3 +47,29 @@ def test_printable_shows_non_utf8_bytes_instead_of_failing():
     name = os.fsdecode(b"caf\xe9.jpg")
     assert printable(name) == "caf\\xe9.jpg" and printable("ok.jpg") == "ok.jpg"
     printable(name).encode("utf-8")  # what print() does on a UTF-8 terminal
+
+
+@given(st.lists(st.binary(max_size=20), max_size=30), st.data())
+def test_take_and_concat_give_the_strings_asked_for(names, data):
+    table = StringTable.from_strings(names)
+    picks = data.draw(st.lists(st.integers(0, len(names) - 1), max_size=40) if names else st.just([]))
+    assert [table.take(picks).raw(i) for i in range(len(picks))] == [names[i] for i in picks]
+    cut = data.draw(st.integers(0, len(names)))
+    halves = [table.take(range(cut)), table.take(range(cut, len(names)))]
+    joined = StringTable.concat(halves)
+    assert [joined.raw(i) for i in range(len(joined))] == names
+    assert len(StringTable.concat([])) == 0
+
+
+def test_take_refuses_indices_out_of_range():
+    with pytest.raises(IndexError):
+        StringTable.from_strings(["a", "b"]).take([2])
+
+
+@given(st.lists(st.binary(max_size=20), max_size=30))
+def test_names_given_as_str_are_stored_as_the_same_bytes(names):
+    """`from_strings` encodes str names all at once; a name holding NUL takes the one-by-one path."""
+    as_str = [os.fsdecode(n) for n in names]
+    table = StringTable.from_strings(as_str)
+    assert [table.raw(i) for i in range(len(table))] == names
+    assert list(table) == as_str

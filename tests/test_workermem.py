@@ -6,6 +6,7 @@ import gc
 import multiprocessing
 import sys
 
+import numpy as np
 import pytest
 
 from labkit.datasets import NaivePathListDataset, PathTableDataset
@@ -50,3 +51,23 @@ def test_python_list_is_copied_into_each_worker_and_numpy_is_not():
 def test_needs_workers():
     with pytest.raises(ValueError, match="num_workers >= 1"):
         trace_worker_memory(PathTableDataset(*_index(10)), num_workers=0)
+
+
+@linux_fork
+def test_pages_of_a_mapped_pack_count_in_rss_but_not_as_anonymous(tmp_path):
+    """Workers that read a memory-mapped pack hold its pages: RSS grows by them (shared with the
+    page cache, reclaimable), the unique anonymous reading (what a leak or copy-on-write grows) does not."""
+    from labkit.datasets import DecodedArrayDataset
+    from labkit.packfile import PackWriter
+
+    path = tmp_path / "big.pack"
+    with PackWriter(path, ["a"], decoded_shape=(3, 64, 64), alignment=64) as writer:
+        for k in range(2048):  # 24 MiB of pixels
+            writer.add(np.full((3, 64, 64), k % 251, np.uint8), 0, f"a/{k}.png")
+    trace = trace_worker_memory(DecodedArrayDataset(str(path)), epochs=1, readings_per_epoch=1, batch_size=64,
+                                num_workers=2, progress=False)
+    rss, anonymous = trace.growth_mib("rss"), trace.growth_mib("anonymous")
+    assert sorted(anonymous) == ["worker 0", "worker 1"]
+    for worker in rss:
+        assert rss[worker] > 8, (worker, rss[worker])  # each worker read half the pack, and maps more
+        assert anonymous[worker] < 0.25 * rss[worker], (worker, anonymous[worker], rss[worker])
