@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
 import threading
 import zlib
@@ -100,27 +99,6 @@ REPACK = "Re-create it with `labkit pack`, or copy it again from its source"
 
 def _align(n: int, alignment: int) -> int:
     return -(-n // alignment) * alignment
-
-
-def _copy_file(source: str, target: Any, offset: int, size: int) -> None:
-    """Copy the file ``source`` into the open file ``target`` at ``offset``, leaving its position at the end:
-    in the kernel where the OS can (``copy_file_range``), else through a buffer."""
-    with open(source, "rb") as src:
-        done = 0
-        if hasattr(os, "copy_file_range"):
-            try:
-                while done < size:
-                    n = os.copy_file_range(src.fileno(), target.fileno(), size - done, done, offset + done)
-                    if n == 0:
-                        break
-                    done += n
-            except OSError:  # another file system, or a kernel without it: the buffered copy below
-                pass
-        target.seek(offset + done)
-        src.seek(done)
-        shutil.copyfileobj(src, target, 16 << 20)
-    if target.tell() != offset + size:
-        raise OSError(f"{source}: copied {target.tell() - offset} of its {size} bytes into the pack")
 
 
 @dataclass(frozen=True)
@@ -366,7 +344,7 @@ class PackWriter:
         self.decoded_shape = tuple(int(d) for d in decoded_shape) if decoded_shape is not None else None
         self.alignment = alignment
         self.extra_meta = dict(extra_meta or {})
-        # one sample at a time (`add`) goes to the lists, whole runs (`add_run`) to the chunks;
+        # one sample at a time (`add`) goes to the lists, whole runs (`add_written`) to the chunks;
         # `_flush` moves the lists into the chunks so that order is kept
         self._records: List[Tuple[int, int, int, int]] = []
         self._paths: List[PathLike] = []
@@ -409,35 +387,36 @@ class PackWriter:
         self._paths.append(relpath)
         self._sync_behind()
 
-    def add_run(self, part: PathLike, records: np.ndarray, paths: StringTable) -> None:
-        """Append a run of samples already written, one after another, to the file ``part``.
+    @property
+    def data_end(self) -> int:
+        """Where the next sample's bytes may start: other processes write runs from here (`add_written`)."""
+        self._file.flush()
+        return self._file.tell()
 
-        ``records`` (``RECORD_DTYPE``) give each sample's offset in ``part`` (a multiple of the
-        alignment), length, label and CRC32; ``paths`` their relative paths. What `pack_folder`'s
-        worker processes hand over: the bytes go file to file in the kernel, never through a pipe.
+    def add_written(self, records: np.ndarray, paths: StringTable) -> None:
+        """Record samples another process has already written into ``tmp_path``, after `data_end`.
+
+        ``records`` (``RECORD_DTYPE``) give each sample's offset in the pack (a multiple of the
+        alignment, in order), length, label and CRC32; ``paths`` their relative paths. How
+        `pack_folder`'s workers hand over what they wrote: the bytes never pass through here.
         """
-        part = os.fspath(part)
-        size = os.path.getsize(part)
         if len(paths) != len(records):
-            raise ValueError(f"{part}: {len(records)} records but {len(paths)} paths")
-        if len(records):
-            ends = records["offset"] + records["length"]
-            if int(ends.max()) > size or np.any(records["offset"] % self.alignment):
-                raise ValueError(f"{part}: a record lies outside the file's {size} bytes or off the alignment "
-                                 f"{self.alignment}")
-            if np.any((records["label"] < 0) | (records["label"] >= len(self.classes))):
-                raise ValueError(f"{part}: a label is not one of the {len(self.classes)} classes")
-            if self.decoded_shape is not None and np.any(records["length"] != int(np.prod(self.decoded_shape))):
-                raise ValueError(f"{part}: a record is not a uint8 array of {self.decoded_shape}")
-        self._file.flush()
-        start = _align(self._file.tell(), self.alignment)
-        self._file.write(b"\0" * (start - self._file.tell()))
-        self._file.flush()
-        _copy_file(part, self._file, start, size)
-        shifted = records.astype(RECORD_DTYPE, copy=True)
-        shifted["offset"] += start
+            raise ValueError(f"{self.tmp_path}: {len(records)} records but {len(paths)} paths")
+        if not len(records):
+            return
+        start, size = self.data_end, os.fstat(self._file.fileno()).st_size
+        offsets, ends = records["offset"].astype(np.int64), (records["offset"] + records["length"]).astype(np.int64)
+        if offsets[0] < start or np.any(offsets[1:] < ends[:-1]) or ends[-1] > size \
+                or np.any(offsets % self.alignment):
+            raise ValueError(f"{self.tmp_path}: records written elsewhere must follow one another from byte {start} "
+                             f"to at most {size}, each on a multiple of {self.alignment}")
+        if np.any((records["label"] < 0) | (records["label"] >= len(self.classes))):
+            raise ValueError(f"{self.tmp_path}: a label is not one of the {len(self.classes)} classes")
+        if self.decoded_shape is not None and np.any(records["length"] != int(np.prod(self.decoded_shape))):
+            raise ValueError(f"{self.tmp_path}: a record is not a uint8 array of {self.decoded_shape}")
+        self._file.seek(int(ends[-1]))
         self._flush()
-        self._record_chunks.append(shifted)
+        self._record_chunks.append(records.astype(RECORD_DTYPE, copy=True))
         self._path_chunks.append(paths)
         self._sync_behind()
 

@@ -1,9 +1,9 @@
 """Packing an ImageFolder into one pack file (seed section 5.3), in parallel, with a progress bar.
 
-Worker processes each take a run of up to 256 files, read (and check or decode) them and write
-them to a part file of their own; the main process appends the parts in order, in the kernel
-(`PackWriter.add_run`), and deletes each. No sample's bytes go through a pipe, and at most two
-part files a worker exist at once.
+Worker processes each take a run of up to 256 files, read (and check or decode) them, take the
+run's place in the pack after the run before it, and write the run there themselves; the main
+process only records where each sample went (`PackWriter.add_written`). No sample's bytes go
+through a pipe, and the pack is the same bytes whatever the number of workers.
 
 Kept apart from `labkit.packfile` so the format module knows nothing of decoding: this
 module composes folder scanning, decoding and the writer. Files that cannot be read or
@@ -14,8 +14,8 @@ nothing is lost without a trace.
 from __future__ import annotations
 
 import collections
-import glob
 import itertools
+import multiprocessing as mp
 import os
 import zlib
 from dataclasses import dataclass, field
@@ -54,12 +54,12 @@ class PackReport:
 
 @dataclass(frozen=True)
 class _Run:
-    """A contiguous run of the folder's files, packed by one worker into a part file of its own."""
+    """A contiguous run of the folder's files, packed by one worker: its ``number`` is its place in the pack."""
 
+    number: int
     root: str
     first: int
     relpaths: StringTable
-    part: str
     decoded_hw: Optional[Tuple[int, int]]
     decoder: str
     check: bool
@@ -67,15 +67,47 @@ class _Run:
     alignment: int
 
 
-# (the run, its records for the files kept, their positions in the run, (position, error) of the others)
-_RunResult = Tuple[_Run, np.ndarray, np.ndarray, List[Tuple[int, str]]]
+# records of the files kept (offsets in the pack), their positions in the run, (position, error) of the others
+_RunResult = Tuple[np.ndarray, np.ndarray, List[Tuple[int, str]]]
 
 
-def _init_worker() -> None:
-    """One torch thread per pool process. A process forked from a parent that has run OpenMP
-    (any multi-threaded torch op) hangs in its first parallel region otherwise (GNU libgomp
-    is not fork-safe); DataLoader does the same for its workers."""
+class _Layout:
+    """Where each run goes in the pack, shared by the workers: a run takes the place after the run
+    before it once it has read its files and knows its size, then writes there itself. The pack
+    is the same bytes whatever the number of workers, and no sample goes through a pipe."""
+
+    def __init__(self, context: Any, data_start: int) -> None:
+        self.turn = context.Value("q", 0, lock=False)
+        self.end = context.Value("q", data_start, lock=False)
+        self.changed = context.Condition()
+
+    def place(self, number: int, size: int, alignment: int) -> int:
+        """The offset where run ``number`` of ``size`` bytes starts (waits for the runs before it)."""
+        with self.changed:
+            while self.turn.value != number:
+                self.changed.wait()
+            start = -(-self.end.value // alignment) * alignment
+            self.end.value = start + size
+            self.turn.value = number + 1
+            self.changed.notify_all()
+        return start
+
+
+_WORKER: Dict[str, Any] = {}  # in a packing process: the shared layout and the pack, open for writing
+
+
+def _init_worker(layout: _Layout, pack: str) -> None:
+    """One torch thread per pool process: a process forked from a parent that has run OpenMP (any
+    multi-threaded torch op) hangs in its first parallel region otherwise (GNU libgomp is not
+    fork-safe); DataLoader does the same for its workers."""
     torch.set_num_threads(1)
+    _WORKER.update(layout=layout, fd=os.open(pack, os.O_WRONLY))
+
+
+def _close_worker() -> None:
+    if "fd" in _WORKER:
+        os.close(_WORKER.pop("fd"))
+    _WORKER.clear()
 
 
 def read_file(path: bytes) -> bytes:
@@ -100,45 +132,71 @@ def _sample_bytes(run: _Run, path: bytes) -> bytes:
     return data
 
 
+def _write_at(fd: int, pieces: List[bytes], offset: int) -> None:
+    data = b"".join(pieces)
+    done = 0
+    while done < len(data):
+        done += os.pwrite(fd, memoryview(data)[done:], offset + done)
+
+
 def _pack_run(run: _Run) -> _RunResult:
-    """Write one run's samples to its part file (in a worker process); what cannot be read is reported."""
+    """Read (and check or decode) one run's files, take the run's place in the pack and write them there;
+    what cannot be read is reported."""
+    pieces: List[bytes] = []
     records: List[Tuple[int, int, int, int]] = []
     kept: List[int] = []
     failed: List[Tuple[int, str]] = []
     root, blob, ends = os.path.join(os.fsencode(run.root), b""), run.relpaths.blob.tobytes(), run.relpaths.offsets
-    with open(run.part, "wb") as out:
-        offset = 0
-        for k, (a, b) in enumerate(zip(ends[:-1].tolist(), ends[1:].tolist())):
-            try:
-                data = _sample_bytes(run, root + blob[a:b])
-            except (OSError, DecodeError) as e:
-                failed.append((k, f"{type(e).__name__}: {e}"))
-                continue
-            padding = -offset % run.alignment
-            if padding:
-                out.write(b"\0" * padding)
-                offset += padding
-            out.write(data)
-            records.append((offset, len(data), 0, zlib.crc32(data)))
-            kept.append(k)
-            offset += len(data)
-    return run, np.array(records, dtype=RECORD_DTYPE), np.array(kept, dtype=np.int64), failed
+    size = 0
+    for k, (a, b) in enumerate(zip(ends[:-1].tolist(), ends[1:].tolist())):
+        try:
+            data = _sample_bytes(run, root + blob[a:b])
+        except (OSError, DecodeError) as e:
+            failed.append((k, f"{type(e).__name__}: {e}"))
+            continue
+        padding = -size % run.alignment
+        if padding:
+            pieces.append(b"\0" * padding)
+            size += padding
+        pieces.append(data)
+        records.append((size, len(data), 0, zlib.crc32(data)))
+        kept.append(k)
+        size += len(data)
+    start = _WORKER["layout"].place(run.number, size, run.alignment)
+    _write_at(_WORKER["fd"], pieces, start)
+    placed = np.array(records, dtype=RECORD_DTYPE)
+    placed["offset"] += start
+    return placed, np.array(kept, dtype=np.int64), failed
 
 
-def _in_order(pool: Any, runs: Iterator[_Run], window: int) -> Iterator[_RunResult]:
-    """The runs' results in order, with at most ``window`` runs handed out and not yet appended (so at
-    most that many part files on disk; ``Pool.imap`` would hand out every run at once)."""
-    pending: Deque[Any] = collections.deque(pool.apply_async(_pack_run, (run,))
-                                            for run in itertools.islice(runs, window))
+def _in_order(pool: Any, runs: Iterator[_Run], window: int) -> Iterator[Tuple[_Run, _RunResult]]:
+    """Each run with its result, in order, with at most ``window`` runs handed out and not yet collected
+    (``Pool.imap`` would hand out every run at once, each holding its paths)."""
+    pending: Deque[Tuple[_Run, Any]] = collections.deque(
+        (run, pool.apply_async(_pack_run, (run,))) for run in itertools.islice(runs, window))
     while pending:
-        result = pending.popleft().get()
-        pending.extend(pool.apply_async(_pack_run, (run,)) for run in itertools.islice(runs, 1))
-        yield result
+        run, result = pending.popleft()
+        pending.extend((r, pool.apply_async(_pack_run, (r,))) for r in itertools.islice(runs, 1))
+        yield run, result.get()
 
 
-def _run_length(files: int, workers: int) -> int:
-    """Files per run: several runs per worker (balance, a moving progress bar), at most 256 (bounded part files)."""
-    return max(1, min(256, files // (4 * workers)))
+#: Bytes a worker holds at once: a run is as many files as fit (at most 256).
+RUN_BYTES = 32 << 20
+
+
+def _run_length(index: FolderIndex, workers: int, sample_bytes: Optional[int]) -> int:
+    """Files per run: several runs per worker (balance, a moving progress bar), at most 256 and about
+    `RUN_BYTES` (the size of a decoded sample, else the median size of a few files)."""
+    if sample_bytes is None:
+        picks = np.linspace(0, len(index) - 1, min(len(index), 16)).astype(int)
+        sizes = []
+        for i in picks:
+            try:
+                sizes.append(os.path.getsize(index.abspath(int(i))))
+            except OSError:
+                pass  # reported when it is packed
+        sample_bytes = int(np.median(sizes)) if sizes else 1
+    return max(1, min(256, len(index) // (4 * workers), RUN_BYTES // max(1, sample_bytes)))
 
 
 def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None, decoder: str = "pil",
@@ -166,23 +224,23 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
                disable=not progress)
     pool = None
     writer = PackWriter(dst, index.classes, (3, *hw) if hw else None, alignment, meta)
+    context = mp.get_context()
+    layout = _Layout(context, writer.data_end)
     try:
-        step = _run_length(len(index), workers)
-        # a generator, not a list: the runs' path tables are cut from the index only as workers ask
-        runs = (_Run(index.root, a, index.relpaths.take(np.arange(a, min(a + step, len(index)))),
-                     f"{writer.tmp_path}.part-{a}", hw, decoder, check, max_pixels, alignment)
-                for a in range(0, len(index), step))
+        step = _run_length(index, workers, 3 * hw[0] * hw[1] if hw else None)
+        # a generator, not a list: the runs' path tables are cut from the index only as they are handed out
+        runs = (_Run(number, index.root, a, index.relpaths.take(np.arange(a, min(a + step, len(index)))), hw,
+                     decoder, check, max_pixels, alignment)
+                for number, a in enumerate(range(0, len(index), step)))
         if workers == 1:
-            results: Iterator[_RunResult] = map(_pack_run, runs)
+            _init_worker(layout, writer.tmp_path)
+            results: Iterator[Tuple[_Run, _RunResult]] = ((run, _pack_run(run)) for run in runs)
         else:
-            import multiprocessing as mp
-
-            pool = mp.get_context().Pool(workers, initializer=_init_worker)
-            results = _in_order(pool, runs, window=2 * workers)
-        for run, records, kept, failed in results:
+            pool = context.Pool(workers, initializer=_init_worker, initargs=(layout, writer.tmp_path))
+            results = _in_order(pool, runs, window=4 * workers)
+        for run, (records, kept, failed) in results:
             records["label"] = index.labels[run.first + kept]
-            writer.add_run(run.part, records, run.relpaths.take(kept))
-            os.unlink(run.part)
+            writer.add_written(records, run.relpaths.take(kept))
             skipped.extend({"path": run.relpaths[k], "error": error} for k, error in failed)
             bar.update(len(run.relpaths))
         count = len(writer)
@@ -194,7 +252,6 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
         bar.close()
         if pool is not None:
             pool.terminate()
-        for part in glob.glob(glob.escape(writer.tmp_path) + ".part-*"):
-            os.unlink(part)
+        _close_worker()
     return PackReport(os.fspath(dst), "decoded" if hw else "encoded", count, os.path.getsize(dst), skipped)
 

@@ -79,62 +79,70 @@ def test_writer_refuses_bad_samples(tmp_path):
             w.add(np.zeros((3, 2, 2), np.uint8), 5, "a/y.jpg")
 
 
-def _part(tmp_path, name, blobs, alignment=1):
-    """A part file holding ``blobs`` one after another at multiples of ``alignment``, and its records."""
+def _write_elsewhere(writer, blobs, start=None):
+    """Write ``blobs`` into the writer's file as another process would (aligned, one after another from
+    ``start``, by default the writer's `data_end`) and give their records."""
     from labkit.packfile import RECORD_DTYPE
 
-    records, data = [], b""
-    for blob in blobs:
-        data += b"\0" * (-len(data) % alignment)
-        records.append((len(data), len(blob), 0, zlib.crc32(blob)))
-        data += blob
-    path = tmp_path / name
-    path.write_bytes(data)
-    return path, np.array(records, dtype=RECORD_DTYPE)
+    offset, records = writer.data_end if start is None else start, []
+    fd = os.open(writer.tmp_path, os.O_WRONLY)
+    try:
+        for blob in blobs:
+            offset += -offset % writer.alignment
+            os.pwrite(fd, blob, offset)
+            records.append((offset, len(blob), 0, zlib.crc32(blob)))
+            offset += len(blob)
+    finally:
+        os.close(fd)
+    return np.array(records, dtype=RECORD_DTYPE)
 
 
 @pytest.mark.parametrize("alignment", [1, 64])
-def test_runs_from_part_files_and_single_samples_keep_their_order(tmp_path, alignment):
-    """`add_run` appends a file another process wrote; mixed with `add`, the pack is the same as
-    one written a sample at a time."""
+def test_samples_written_by_another_process_and_single_samples_keep_their_order(tmp_path, alignment):
+    """`add_written` records bytes another process wrote into the pack; mixed with `add`, the pack is
+    the same as one written a sample at a time."""
     from labkit.strtable import StringTable
 
     one_by_one = tmp_path / "one.pack"
     with PackWriter(one_by_one, ["a", "b"], alignment=alignment) as w:
         for blob, label, k in zip(BLOBS, LABELS, range(4)):
             w.add(blob, label, f"x/{k}.jpg")
-    part, records = _part(tmp_path, "part", BLOBS[1:3], alignment)
-    records["label"] = LABELS[1:3]
     mixed = tmp_path / "mixed.pack"
     with PackWriter(mixed, ["a", "b"], alignment=alignment) as w:
         w.add(BLOBS[0], LABELS[0], "x/0.jpg")
-        w.add_run(part, records, StringTable.from_strings(["x/1.jpg", "x/2.jpg"]))
+        records = _write_elsewhere(w, BLOBS[1:3])
+        records["label"] = LABELS[1:3]
+        w.add_written(records, StringTable.from_strings(["x/1.jpg", "x/2.jpg"]))
         w.add(BLOBS[3], LABELS[3], "x/3.jpg")
         assert len(w) == 4
     assert mixed.read_bytes() == one_by_one.read_bytes()
     verify_pack(mixed)
 
 
-def test_a_run_is_refused_when_its_records_do_not_fit(tmp_path):
+def test_samples_written_elsewhere_are_refused_when_they_do_not_fit(tmp_path):
     from labkit.strtable import StringTable
 
-    part, records = _part(tmp_path, "part", [b"abc", b"defg"])
     names = StringTable.from_strings(["a/1", "a/2"])
     with PackWriter(tmp_path / "p.pack", ["a"]) as w:
+        w.add(b"first", 0, "a/0")
+        records = _write_elsewhere(w, [b"abc", b"defg"])
         with pytest.raises(ValueError, match="2 records but 1 paths"):
-            w.add_run(part, records, names.take([0]))
+            w.add_written(records, names.take([0]))
         past = records.copy()
         past["length"][1] = 5
-        with pytest.raises(ValueError, match="outside the file's 7 bytes"):
-            w.add_run(part, past, names)
+        with pytest.raises(ValueError, match="follow one another"):
+            w.add_written(past, names)
+        over = _write_elsewhere(w, [b"abc", b"defg"], start=w.data_end - 2)  # over the sample `add` wrote
+        with pytest.raises(ValueError, match="follow one another"):
+            w.add_written(over, names)
         wrong = records.copy()
         wrong["label"][0] = 1
         with pytest.raises(ValueError, match="not one of the 1 classes"):
-            w.add_run(part, wrong, names)
-        assert len(w) == 0
+            w.add_written(wrong, names)
+        assert len(w) == 1
     with PackWriter(tmp_path / "d.pack", ["a"], decoded_shape=(3, 1, 1)) as w:
         with pytest.raises(ValueError, match=r"uint8 array of \(3, 1, 1\)"):
-            w.add_run(part, records, names)
+            w.add_written(_write_elsewhere(w, [b"abc", b"defg"]), names)
 
 
 def test_wrong_magic(small_pack):
