@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from labkit.distributed import init_from_env, worker_budget
+from labkit.distributed import close_process_group, init_from_env, worker_budget
 from labkit.samplers import DistributedBlockSampler
 from labkit.settings import usable_cpus
 
@@ -83,7 +83,8 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, workers: Optional[i
         print(budget.reasoning)
     verdict = [ok]
     dist.broadcast_object_list(verdict, src=0)
-    dist.destroy_process_group()
+    del model, optimizer  # before the group goes: see close_process_group
+    close_process_group()
     return bool(verdict[0])
 
 

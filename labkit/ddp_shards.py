@@ -30,7 +30,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader
 
-from labkit.distributed import file_crc32, init_from_env, stage_to_local, worker_budget
+from labkit.distributed import close_process_group, file_crc32, init_from_env, stage_to_local, worker_budget
 from labkit.settings import usable_cpus
 from labkit.stream_sources import pack_records
 from labkit.streaming import ShardedIterableDataset
@@ -119,7 +119,8 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
         say(f"whole-shard split: rank {info.rank} waited {where} for {time.perf_counter() - since:.1f} s "
             f"(timeout {timeout_s:g} s), then failed: {type(e).__name__}: {_first_line(e)}")
         os._exit(3)  # the process group is broken: leave without the collectives of a clean shutdown
-    dist.destroy_process_group()
+    del model, optimizer  # before the group goes: see close_process_group
+    close_process_group()
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -18,7 +18,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from labkit.ddp_shards import features
-from labkit.distributed import init_from_env
+from labkit.distributed import close_process_group, init_from_env
 from labkit.streaming import ShardedIterableDataset
 
 
@@ -41,7 +41,8 @@ def main(shards) -> None:
     dist.all_gather_object(gathered, steps)
     if info.rank == 0:
         print(f"rank 0: steps per epoch {steps}, all ranks {gathered}; {dataset.plans[-1]}", flush=True)
-    dist.destroy_process_group()
+    del model, optimizer
+    close_process_group()
 
 
 if __name__ == "__main__":

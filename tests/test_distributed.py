@@ -7,7 +7,7 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 
-from labkit.distributed import init_from_env, stage_to_local, worker_budget
+from labkit.distributed import close_process_group, init_from_env, stage_to_local, worker_budget
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -52,6 +52,26 @@ def _stage(rank, store, shards, local_dir, results):
             f.write(f"{ok}\n")
     finally:
         dist.destroy_process_group()
+
+
+def _train_then_close(rank, store, results):
+    import torch
+    from torch import nn
+
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=2)
+    model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
+    for _ in range(3):
+        model(torch.randn(8, 4)).sum().backward()
+    del model
+    close_process_group()
+    with open(os.path.join(results, f"rank{rank}"), "w") as f:
+        f.write(f"{dist.is_initialized()}\n")
+
+
+@pytest.mark.timeout(60)
+def test_close_process_group_leaves_no_group_behind(tmp_path):
+    tmp.start_processes(_train_then_close, args=(str(tmp_path / "store"), str(tmp_path)), nprocs=2, start_method="fork")
+    assert [open(tmp_path / f"rank{r}").read().strip() for r in range(2)] == ["False", "False"]
 
 
 def _run_two_ranks(tmp_path, shards, local_dir, tag):
