@@ -66,6 +66,10 @@ def test_valid_nbformat_4_with_execution_counts(path):
     nb = _read(path)
     assert nb.nbformat == 4
     nbformat.validate(nb)
+    stored = json.loads(path.read_text(encoding="utf-8"))  # as written: reading fills in missing ids with a warning
+    ids = [cell.get("id") for cell in stored["cells"]]
+    assert None not in ids, f"cell {ids.index(None)} has no id (nbformat 4.5 requires one; a hand-inserted cell?)"
+    assert len(set(ids)) == len(ids), "two cells share an id"
     for k, cell in _code_cells(nb):
         if cell.outputs:
             assert cell.execution_count is not None, f"cell {k} has outputs but no execution count (nbval fails it)"
