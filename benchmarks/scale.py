@@ -60,6 +60,7 @@ FULL_SIZES = (2_000, 20_000, 200_000)
 QUICK_SIZES = (250, 750, 2_000)
 SEED_COUNT = 20_000  # the seed's data set: 20,000 photos of about 200 KB
 BATCH = 64
+STEPS = ("packing", "opening", "stores", "workers_memory", "cold_storage")
 PEERS = {"webdataset": "webdataset", "mosaicml-streaming": "streaming", "lmdb": "lmdb", "h5py": "h5py"}
 
 
@@ -418,11 +419,17 @@ def cold_storage(quick: bool, system_drop: bool) -> Dict[str, Any]:
     ws = _seed_workspace(quick)
     versions = {v.id: v for v in VERSIONS}
     out: Dict[str, Any] = {"images": ws.count, "folder": os.path.relpath(ws.folder, data_root()), "versions": {}}
+    index = scan_image_folder(ws.folder)
+    data = {"v2": [os.fsencode(index.abspath(i)) for i in range(len(index))], "v3": [os.fsencode(ws.pack)],
+            "v6": [os.fsencode(ws.decoded_pack)]}
     for cold in (False, True):
         settings = Settings(batch_size=BATCH, workers=2, runs=3, steps=3 if quick else 20,
                             min_seconds=0.0 if quick else 3.0, cold=cold, device="cpu")
         for vid in ("v2", "v3", "v6"):
             gc.collect()
+            if not cold:  # warm means read just before: a kernel short of memory drops pages of data read long ago
+                for path in data[vid]:
+                    read_file(path)
             r = measure_version(versions[vid], ws, settings, versions[vid].decoder)
             out["versions"].setdefault(vid, {})["cold" if cold else "warm"] = {
                 "images_per_s": r.images_per_s, "step_s": r.step_s, "cache": r.cache}
@@ -435,6 +442,18 @@ def cold_storage(quick: bool, system_drop: bool) -> Dict[str, Any]:
                          for t in ("warm", "cold")}
     out["cold_batches_images_per_s"] = batch_orders_cold(ws.decoded_pack, system_drop, 20 if quick else 200)
     return out
+
+
+def cold_storage_record(result: Dict[str, Any], note: str) -> Dict[str, Any]:
+    """One cold-storage run in a line of the history (``cold_storage_runs``): the cold verdicts move between runs
+    on a shared machine, so every run is kept beside the one the report quotes."""
+    versions = result["versions"]
+    return {"note": note, "v3_over_v2": result["v3_over_v2"],
+            "v6_cold_share_of_disk": result["v6_cold_share_of_disk"],
+            "images_per_s": {v: {t: d[t]["images_per_s"] for t in ("warm", "cold")} for v, d in versions.items()},
+            "warm_resident_before": {v: d["warm"]["cache"].get("resident_before") for v, d in versions.items()},
+            "cold_batches_images_per_s": result["cold_batches_images_per_s"],
+            "disk_sequential_mb_s": result["disk_sequential_mb_s"]}
 
 
 # -- report -----------------------------------------------------------------------------------------------
@@ -521,7 +540,8 @@ def summary(report: Dict[str, Any]) -> List[str]:
     cs = report["cold_storage"]
     for vid, d in cs["versions"].items():
         lines.append(f"cold  {vid}: warm {d['warm']['images_per_s']:.1f}, cold {d['cold']['images_per_s']:.1f} "
-                     f"images/s (data cached when it started: {d['cold']['cache'].get('resident_before', -1):.1%}"
+                     f"images/s (data cached when it started: warm {d['warm']['cache'].get('resident_before', -1):.1%}, "
+                     f"cold {d['cold']['cache'].get('resident_before', -1):.1%}"
                      + (f", kept cached by processes mapping it: {d['cold']['cache']['mapped_by_other_processes']}"
                         if d['cold']['cache'].get('mapped_by_other_processes') else "") + ")")
     lines.append(f"cold  v3/v2: warm {cs['v3_over_v2']['warm']:.2f}x, cold {cs['v3_over_v2']['cold']:.2f}x "
@@ -539,6 +559,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 250, 750, 2,000 and the course's 256 photos")
     parser.add_argument("--json", default=None)
+    parser.add_argument("--only", default=None, help="comma-separated steps to measure again into the existing "
+                        f"results, e.g. cold_storage (steps: {', '.join(STEPS)})")
+    parser.add_argument("--note", default="", help="a line on this run, kept with it in cold_storage_runs")
     args = parser.parse_args()
     quick = args.quick
     sizes = QUICK_SIZES if quick else FULL_SIZES
@@ -550,11 +573,25 @@ def main() -> None:
             print(f"[peers] {name} {state}: its column is skipped")
     scratch = os.path.join(data_root(), "scale-scratch")
     os.makedirs(scratch, exist_ok=True)
+    info = machine_info()
+    stem = f"scale_{info['cpu_count']}cpu{'_quick' if quick else ''}"
+    out = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", f"{stem}.json")
+    only = args.only.split(",") if args.only else list(STEPS)
+    unknown = set(only) - set(STEPS)
+    if unknown:
+        parser.error(f"unknown steps {sorted(unknown)}; the steps are {', '.join(STEPS)}")
     t0 = time.perf_counter()
-    report: Dict[str, Any] = {"machine": machine_info(), "quick": quick, "sizes": list(sizes), "image": SMALL,
-                              "workers": workers,
-                              "peers": peers, "load_before": os.getloadavg()}
-    steps: List[Tuple[str, Callable[[], Any]]] = [
+    report: Dict[str, Any] = {"machine": info, "quick": quick, "sizes": list(sizes), "image": SMALL,
+                              "workers": workers, "peers": peers, "load_before": os.getloadavg()}
+    if args.only:  # the other steps' results as they were measured before
+        if not os.path.exists(out):
+            parser.error(f"--only measures again into {out}, which does not exist: run without --only first")
+        with open(out, encoding="utf-8") as f:
+            before = json.load(f)
+        report = {**before, "first_run_load": [before["load_before"], before["load_after"]],
+                  **{k: report[k] for k in ("machine", "peers", "load_before")}}
+        report.setdefault("remeasured", {}).update({step: time.strftime("%Y-%m-%d") for step in only})
+    steps: List[Tuple[str, Callable[[], Any]]] = [  # in the order of STEPS
         ("packing", lambda: packing(sizes, workers, peers, scratch)),
         ("opening", lambda: opening(sizes, repeats=3)),
         ("stores", lambda: stores(sizes[1], peers, scratch, 2_000 if quick else 20_000, system_drop)),
@@ -562,20 +599,22 @@ def main() -> None:
         ("cold_storage", lambda: cold_storage(quick, system_drop)),
     ]
     for name, step in steps:
+        if name not in only:
+            continue
         t = time.perf_counter()
         report[name] = step()
         report.setdefault("seconds", {})[name] = time.perf_counter() - t
+        if name == "cold_storage":
+            report.setdefault("cold_storage_runs", []).append(
+                cold_storage_record(report[name], args.note or time.strftime("%Y-%m-%d %H:%M")))
         print(f"[{name}] {report['seconds'][name]:.1f} s")
     shutil.rmtree(scratch, ignore_errors=True)
     report["load_after"] = os.getloadavg()
-    report["total_s"] = time.perf_counter() - t0
+    report["total_s" if not args.only else f"total_s_{'_'.join(only)}"] = time.perf_counter() - t0
     report["summary"] = summary(report)
-    info = report["machine"]
     print(f"Machine: {describe_machine(info)}; load average before {report['load_before'][0]:.2f}, "
-          f"after {report['load_after'][0]:.2f}; {report['total_s']:.0f} s in all")
+          f"after {report['load_after'][0]:.2f}; {time.perf_counter() - t0:.0f} s in all")
     print("\n".join(report["summary"]))
-    stem = f"scale_{info['cpu_count']}cpu{'_quick' if quick else ''}"
-    out = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", f"{stem}.json")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(report, f, indent=1)
     png = os.path.splitext(out)[0] + ".png"

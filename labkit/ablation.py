@@ -122,7 +122,7 @@ class Result:
     seed_step_s: Optional[float]
     loader: Dict[str, Any] = field(default_factory=dict)
     speedup_vs_v1: float = 1.0
-    cache: Dict[str, Any] = field(default_factory=dict)  # cold runs: how the cache was emptied, share left resident
+    cache: Dict[str, Any] = field(default_factory=dict)  # share of the data cached at the start; cold: how emptied
 
 
 def fastest_decoder(ws: Workspace, samples: int = 16) -> Tuple[str, Dict[str, float]]:
@@ -249,9 +249,10 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
     """Build, warm up and time one version: images/s and step time (medians), CPU use, peak memory (PSS of
     main + workers), GPU busy."""
     device = settings.resolved_device()
-    cache: Dict[str, Any] = {}
+    files = _version_files(version, ws, tuned)
+    # a warm run too says how warm it was: a kernel short of memory may have dropped part of the data
+    cache: Dict[str, Any] = {"resident_before": resident_share(files), "files": len(files)}
     if settings.cold:
-        files = _version_files(version, ws, tuned)
         how = empty_page_cache([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
         cache = {"emptied_by": how, "resident_before": resident_share(files), "files": len(files),
                  # the kernel keeps every page a process maps: another reader of the same pack keeps it warm
@@ -304,10 +305,17 @@ def _cached_share(result: Result) -> str:
 
 def cold_note(results: List[Result]) -> str:
     """A cold run's line: how the page cache was emptied and what share of each version's data stayed cached."""
-    hows = sorted({r.cache["emptied_by"] for r in results if r.cache})
-    shares = ", ".join(_cached_share(r) for r in results if r.cache)
+    hows = sorted({r.cache["emptied_by"] for r in results if "emptied_by" in r.cache})
+    shares = ", ".join(_cached_share(r) for r in results if "resident_before" in r.cache)
     return (f"cold run: before each version the page cache was emptied: {'; '.join(hows) or 'nothing measured'}; "
             f"share of the version's data still cached when it started: {shares}")
+
+
+def warm_note(results: List[Result]) -> str:
+    """A warm run's line: what share of each version's data was in the page cache when it started."""
+    shares = ", ".join(_cached_share(r) for r in results if "resident_before" in r.cache)
+    return ("warm run: files stay in the page cache between versions (--cold drops them); share of the version's "
+            f"data cached when it started: {shares or 'not measured'}")
 
 
 def _folder_files(ws: Workspace) -> List[str]:
@@ -468,8 +476,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
                  f"ones (v5 on); alone it caps those versions at {settings.batch_size / fused * 1000:.0f} images/s"
                  + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else ""))
     notes.append(budget_note(results, budget))
-    notes.append(cold_note(results) if settings.cold else
-                 "warm run: files stay in the page cache between versions (--cold drops them)")
+    notes.append(cold_note(results) if settings.cold else warm_note(results))
     mode = "with a model step" if settings.model else "data only (as the seed)"
     header = (f"Data: {ws.count} images from {_shown(ws.folder)} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "
               f"{settings.batch_size}, {settings.resolved_workers()} workers, {mode}, device {device}; median of "

@@ -172,6 +172,18 @@ def test_a_cold_run_says_how_the_cache_was_emptied_and_what_stayed_cached(ws, mo
     assert note in capsys.readouterr().out
 
 
+def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
+    from labkit.packing import read_file
+
+    read_file(os.fsencode(ws.decoded_pack))  # v6's data, all in the page cache
+    report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+                          only=["v6"], progress=False)
+    v6 = report["versions"][0]
+    assert v6["cache"]["files"] == 1 and v6["cache"]["resident_before"] > 0.9 and "emptied_by" not in v6["cache"]
+    note = next(n for n in report["notes"] if n.startswith("warm run"))
+    assert f"v6 {v6['cache']['resident_before']:.1%}" in note and note in capsys.readouterr().out
+
+
 def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     import multiprocessing
 

@@ -49,3 +49,16 @@ def test_stores_skip_a_missing_peer_and_read_cold_after_emptying(scale, tmp_path
         assert all(r > 0 for r in rates.values())
     assert result["cold_cache_emptied_by"].startswith("posix_fadvise(DONTNEED)")
     assert result["cold_resident_before"]["labkit pack"]["random"] < 0.1  # no mapping of the warm pass kept it
+
+
+def test_a_cold_storage_run_is_kept_in_the_history_with_its_verdicts(scale):
+    run = lambda rate, cached: {"images_per_s": rate, "step_s": 64 / rate, "cache": {"resident_before": cached}}
+    result = {"versions": {"v2": {"warm": run(190.0, 1.0), "cold": run(176.0, 0.0)},
+                           "v3": {"warm": run(181.0, 0.99), "cold": run(192.0, 0.0)}},
+              "v3_over_v2": {"warm": 181 / 190, "cold": 192 / 176}, "v6_cold_share_of_disk": 0.92,
+              "cold_batches_images_per_s": {"random batches": 3323.0}, "disk_sequential_mb_s": 653.0}
+    record = scale.cold_storage_record(result, "second run")
+    assert record["note"] == "second run" and record["v3_over_v2"] == result["v3_over_v2"]
+    assert record["images_per_s"] == {"v2": {"warm": 190.0, "cold": 176.0}, "v3": {"warm": 181.0, "cold": 192.0}}
+    assert record["warm_resident_before"] == {"v2": 1.0, "v3": 0.99}
+    assert record["disk_sequential_mb_s"] == 653.0 and record["v6_cold_share_of_disk"] == 0.92
