@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from labkit.strtable import PathLike, StringTable
+from labkit.strtable import PathLike, StringTable, printable
 
 MAGIC = b"LABKPACK"
 VERSION = 1
@@ -355,6 +355,7 @@ class PackWriter:
         self._file = open(self.tmp_path, "wb")
         self._synced_to = 0
         self._syncer: Optional[threading.Thread] = None
+        self._sync_error: Optional[OSError] = None
         self._data_offset = _align(HEADER_SIZE, alignment)
         self._file.write(b"\0" * self._data_offset)
 
@@ -406,14 +407,26 @@ class PackWriter:
             return
         start, size = self.data_end, os.fstat(self._file.fileno()).st_size
         offsets, ends = records["offset"].astype(np.int64), (records["offset"] + records["length"]).astype(np.int64)
-        if offsets[0] < start or np.any(offsets[1:] < ends[:-1]) or ends[-1] > size \
-                or np.any(offsets % self.alignment):
-            raise ValueError(f"{self.tmp_path}: records written elsewhere must follow one another from byte {start} "
-                             f"to at most {size}, each on a multiple of {self.alignment}")
-        if np.any((records["label"] < 0) | (records["label"] >= len(self.classes))):
-            raise ValueError(f"{self.tmp_path}: a label is not one of the {len(self.classes)} classes")
-        if self.decoded_shape is not None and np.any(records["length"] != int(np.prod(self.decoded_shape))):
-            raise ValueError(f"{self.tmp_path}: a record is not a uint8 array of {self.decoded_shape}")
+        after = np.concatenate([[start], ends[:-1]])
+        misplaced = (offsets < after) | (ends > size) | (offsets % self.alignment != 0)
+        if misplaced.any():
+            k = int(np.argmax(misplaced))
+            raise ValueError(f"{self.tmp_path}: {printable(paths[k])!r} is recorded at bytes {offsets[k]} to "
+                             f"{ends[k]}, but samples written by another process must follow one another from byte "
+                             f"{start} to at most {size}, each on a multiple of {self.alignment}: the writer and "
+                             "its records disagree (a bug in the caller)")
+        labels = records["label"]
+        unknown = (labels < 0) | (labels >= len(self.classes))
+        if unknown.any():
+            k = int(np.argmax(unknown))
+            raise ValueError(f"{printable(paths[k])!r}: label {labels[k]} is not one of the {len(self.classes)} "
+                             "classes")
+        if self.decoded_shape is not None:
+            wrong = records["length"] != int(np.prod(self.decoded_shape))
+            if wrong.any():
+                k = int(np.argmax(wrong))
+                raise ValueError(f"{printable(paths[k])!r}: {records['length'][k]} bytes, not a uint8 array of "
+                                 f"{self.decoded_shape}")
         self._file.seek(int(ends[-1]))
         self._flush()
         self._record_chunks.append(records.astype(RECORD_DTYPE, copy=True))
@@ -427,14 +440,24 @@ class PackWriter:
             return
         self._file.flush()
         self._synced_to = self._file.tell()
-        self._syncer = threading.Thread(target=getattr(os, "fdatasync", os.fsync), args=(self._file.fileno(),),
-                                         name="labkit-pack-sync", daemon=True)
+        self._syncer = threading.Thread(target=self._sync, args=(self._file.fileno(),), name="labkit-pack-sync",
+                                        daemon=True)
         self._syncer.start()
 
+    def _sync(self, fd: int) -> None:
+        try:
+            getattr(os, "fdatasync", os.fsync)(fd)
+        except OSError as e:  # reported once by the kernel: a later fsync may succeed on lost data
+            self._sync_error = e
+
     def _join_syncer(self) -> None:
+        """Wait for the background sync; raise its error, if it had one, so the pack is not published."""
         if self._syncer is not None:
             self._syncer.join()
             self._syncer = None
+        if self._sync_error is not None:
+            error, self._sync_error = self._sync_error, None
+            raise OSError(error.errno, f"writing {self.tmp_path} to disk failed: {error.strerror}") from error
 
     def _flush(self) -> None:
         if self._records:
@@ -444,11 +467,14 @@ class PackWriter:
 
     def abort(self) -> None:
         """Drop everything written so far."""
-        self._join_syncer()
+        if os.path.exists(self.tmp_path):  # first: a second Ctrl-C while the sync is awaited leaves nothing
+            os.unlink(self.tmp_path)
+        if self._syncer is not None:  # its fd stays open until it is done
+            self._syncer.join()
+            self._syncer = None
+        self._sync_error = None
         if not self._file.closed:
             self._file.close()
-        if os.path.exists(self.tmp_path):
-            os.unlink(self.tmp_path)
 
     def close(self) -> None:
         """Write index, metadata and header, then move the file into place."""

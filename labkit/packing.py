@@ -18,6 +18,8 @@ import itertools
 import multiprocessing as mp
 import os
 import zlib
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
 
@@ -71,6 +73,10 @@ class _Run:
 _RunResult = Tuple[np.ndarray, np.ndarray, List[Tuple[int, str]]]
 
 
+#: How often a worker waiting for its turn checks whether the pack was abandoned.
+ABANDON_POLL_S = 0.05
+
+
 class _Layout:
     """Where each run goes in the pack, shared by the workers: a run takes the place after the run
     before it once it has read its files and knows its size, then writes there itself. The pack
@@ -85,15 +91,32 @@ class _Layout:
         """The offset where run ``number`` of ``size`` bytes starts (waits for the runs before it)."""
         with self.changed:
             while self.turn.value != number:
-                self.changed.wait()
+                if self.turn.value < 0:
+                    raise RuntimeError(f"run {number} not written: the pack was abandoned (a run before it failed)")
+                self.changed.wait(ABANDON_POLL_S)
             start = -(-self.end.value // alignment) * alignment
             self.end.value = start + size
             self.turn.value = number + 1
             self.changed.notify_all()
         return start
 
+    def abandon(self) -> None:
+        """Tell the workers waiting for a turn that will not come to stop; they see it within `ABANDON_POLL_S`.
+
+        No ``notify_all``: it waits until every sleeper has woken, and a worker killed while it slept never
+        does. The lock is taken with a limit, since a worker killed inside `place` would hold it forever."""
+        if self.changed.acquire(timeout=5):
+            try:
+                self.turn.value = -1
+            finally:
+                self.changed.release()
+
 
 _WORKER: Dict[str, Any] = {}  # in a packing process: the shared layout and the pack, open for writing
+
+
+def _open_pack(layout: _Layout, pack: str) -> None:
+    _WORKER.update(layout=layout, fd=os.open(pack, os.O_WRONLY))
 
 
 def _init_worker(layout: _Layout, pack: str) -> None:
@@ -101,7 +124,7 @@ def _init_worker(layout: _Layout, pack: str) -> None:
     multi-threaded torch op) hangs in its first parallel region otherwise (GNU libgomp is not
     fork-safe); DataLoader does the same for its workers."""
     torch.set_num_threads(1)
-    _WORKER.update(layout=layout, fd=os.open(pack, os.O_WRONLY))
+    _open_pack(layout, pack)
 
 
 def _close_worker() -> None:
@@ -151,8 +174,8 @@ def _pack_run(run: _Run) -> _RunResult:
     for k, (a, b) in enumerate(zip(ends[:-1].tolist(), ends[1:].tolist())):
         try:
             data = _sample_bytes(run, root + blob[a:b])
-        except (OSError, DecodeError) as e:
-            failed.append((k, f"{type(e).__name__}: {e}"))
+        except (OSError, DecodeError) as e:  # the path is reported beside the error: strerror, not a bytes path
+            failed.append((k, f"{type(e).__name__}: {e.strerror if isinstance(e, OSError) and e.strerror else e}"))
             continue
         padding = -size % run.alignment
         if padding:
@@ -169,15 +192,24 @@ def _pack_run(run: _Run) -> _RunResult:
     return placed, np.array(kept, dtype=np.int64), failed
 
 
-def _in_order(pool: Any, runs: Iterator[_Run], window: int) -> Iterator[Tuple[_Run, _RunResult]]:
+def _in_order(executor: ProcessPoolExecutor, runs: Iterator[_Run],
+              window: int) -> Iterator[Tuple[_Run, _RunResult]]:
     """Each run with its result, in order, with at most ``window`` runs handed out and not yet collected
-    (``Pool.imap`` would hand out every run at once, each holding its paths)."""
-    pending: Deque[Tuple[_Run, Any]] = collections.deque(
-        (run, pool.apply_async(_pack_run, (run,))) for run in itertools.islice(runs, window))
+    (``Executor.map`` would hand out every run at once, each holding its paths)."""
+    pending: Deque[Tuple[_Run, Future]] = collections.deque(
+        (run, executor.submit(_pack_run, run)) for run in itertools.islice(runs, window))
     while pending:
-        run, result = pending.popleft()
-        pending.extend((r, pool.apply_async(_pack_run, (r,))) for r in itertools.islice(runs, 1))
-        yield run, result.get()
+        run, future = pending.popleft()
+        pending.extend((r, executor.submit(_pack_run, r)) for r in itertools.islice(runs, 1))
+        try:
+            result = future.result()
+        except BrokenProcessPool:
+            raise RuntimeError(
+                f"a packing process died before the run of {len(run.relpaths)} files from "
+                f"{printable(run.relpaths[0])!r} on was packed: a decoder that crashed on one of the files being "
+                "packed, or the system out of memory (the kernel log, dmesg, says which); nothing was written under "
+                "the pack's name. Packing with one worker stops at the file that kills it.") from None
+        yield run, result
 
 
 #: Bytes a worker holds at once: a run is as many files as fit (at most 256).
@@ -197,6 +229,14 @@ def _run_length(index: FolderIndex, workers: int, sample_bytes: Optional[int]) -
                 pass  # reported when it is packed
         sample_bytes = int(np.median(sizes)) if sizes else 1
     return max(1, min(256, len(index) // (4 * workers), RUN_BYTES // max(1, sample_bytes)))
+
+
+def _stop(executor: Optional[ProcessPoolExecutor], layout: Optional[_Layout]) -> None:
+    """Stop the packing processes: those waiting for their turn give up, the runs not started are dropped."""
+    if layout is not None:
+        layout.abandon()
+    if executor is not None:
+        executor.shutdown(wait=True, cancel_futures=True)
 
 
 def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None, decoder: str = "pil",
@@ -222,22 +262,25 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
         meta["decoded_by"] = decoder
     bar = tqdm(total=len(index), desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit="file",
                disable=not progress)
-    pool = None
-    writer = PackWriter(dst, index.classes, (3, *hw) if hw else None, alignment, meta)
-    context = mp.get_context()
-    layout = _Layout(context, writer.data_end)
+    executor: Optional[ProcessPoolExecutor] = None
+    writer: Optional[PackWriter] = None
+    layout: Optional[_Layout] = None
     try:
+        writer = PackWriter(dst, index.classes, (3, *hw) if hw else None, alignment, meta)
+        context = mp.get_context()
+        layout = _Layout(context, writer.data_end)
         step = _run_length(index, workers, 3 * hw[0] * hw[1] if hw else None)
         # a generator, not a list: the runs' path tables are cut from the index only as they are handed out
         runs = (_Run(number, index.root, a, index.relpaths.take(np.arange(a, min(a + step, len(index)))), hw,
                      decoder, check, max_pixels, alignment)
                 for number, a in enumerate(range(0, len(index), step)))
-        if workers == 1:
-            _init_worker(layout, writer.tmp_path)
+        if workers == 1:  # in this process, whose torch threads stay as they are
+            _open_pack(layout, writer.tmp_path)
             results: Iterator[Tuple[_Run, _RunResult]] = ((run, _pack_run(run)) for run in runs)
         else:
-            pool = context.Pool(workers, initializer=_init_worker, initargs=(layout, writer.tmp_path))
-            results = _in_order(pool, runs, window=4 * workers)
+            executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                                           initargs=(layout, writer.tmp_path))
+            results = _in_order(executor, runs, window=4 * workers)
         for run, (records, kept, failed) in results:
             records["label"] = index.labels[run.first + kept]
             writer.add_written(records, run.relpaths.take(kept))
@@ -246,12 +289,13 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
         count = len(writer)
         writer.close()
     except BaseException:
-        writer.abort()
+        _stop(executor, layout)  # before the file goes, so no worker writes on
+        if writer is not None:
+            writer.abort()
         raise
     finally:
         bar.close()
-        if pool is not None:
-            pool.terminate()
+        _stop(executor, layout)
         _close_worker()
     return PackReport(os.fspath(dst), "decoded" if hw else "encoded", count, os.path.getsize(dst), skipped)
 

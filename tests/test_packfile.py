@@ -130,18 +130,18 @@ def test_samples_written_elsewhere_are_refused_when_they_do_not_fit(tmp_path):
             w.add_written(records, names.take([0]))
         past = records.copy()
         past["length"][1] = 5
-        with pytest.raises(ValueError, match="follow one another"):
+        with pytest.raises(ValueError, match=r"'a/2' is recorded at bytes .* follow one another"):
             w.add_written(past, names)
         over = _write_elsewhere(w, [b"abc", b"defg"], start=w.data_end - 2)  # over the sample `add` wrote
-        with pytest.raises(ValueError, match="follow one another"):
+        with pytest.raises(ValueError, match=r"'a/1' is recorded at bytes .* follow one another"):
             w.add_written(over, names)
         wrong = records.copy()
         wrong["label"][0] = 1
-        with pytest.raises(ValueError, match="not one of the 1 classes"):
+        with pytest.raises(ValueError, match="'a/1': label 1 is not one of the 1 classes"):
             w.add_written(wrong, names)
         assert len(w) == 1
     with PackWriter(tmp_path / "d.pack", ["a"], decoded_shape=(3, 1, 1)) as w:
-        with pytest.raises(ValueError, match=r"uint8 array of \(3, 1, 1\)"):
+        with pytest.raises(ValueError, match=r"'a/2': 4 bytes, not a uint8 array of \(3, 1, 1\)"):
             w.add_written(_write_elsewhere(w, [b"abc", b"defg"]), names)
 
 
@@ -245,3 +245,18 @@ def test_the_promise_check_catches_a_reader_that_breaks_it(tmp_path, monkeypatch
     monkeypatch.setattr(PackReader, "read", lambda self, i: [][i])
     with pytest.raises(packfuzz.BrokenPromise, match="IndexError, not a PackError"):
         packfuzz.check_promise(path)
+
+
+def test_a_failed_background_sync_fails_the_pack_instead_of_publishing_it(tmp_path, monkeypatch):
+    from labkit import packfile
+
+    def failing_sync(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(packfile, "SYNC_BEHIND", 1)  # every sample starts a background sync
+    monkeypatch.setattr(os, "fdatasync", failing_sync)
+    w = PackWriter(tmp_path / "p.pack", ["a"])
+    w.add(b"sample bytes", 0, "a/0.jpg")
+    with pytest.raises(OSError, match=r"p\.pack\.tmp-\d+ to disk failed: Input/output error"):
+        w.close()
+    assert list(tmp_path.iterdir()) == []

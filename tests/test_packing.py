@@ -93,3 +93,32 @@ def test_read_file_gives_every_byte(tmp_path, size):
     assert read_file(os.fsencode(path)) == path.read_bytes()
     with pytest.raises(FileNotFoundError):
         read_file(os.fsencode(tmp_path / "missing.jpg"))
+
+
+@pytest.mark.timeout(60)
+def test_a_packing_process_that_dies_fails_the_pack_instead_of_hanging_it(photos, tmp_path, monkeypatch):
+    import signal
+
+    from labkit import packing
+
+    sample_bytes = packing._sample_bytes
+
+    def crash_on_one_file(run, path):  # as a decoder crashing on a crafted file would
+        if path.endswith(b"/000009.jpg"):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return sample_bytes(run, path)
+
+    monkeypatch.setattr(packing, "_sample_bytes", crash_on_one_file)  # forked workers inherit it
+    with pytest.raises(RuntimeError, match="a packing process died .* dmesg"):
+        pack_folder(photos, tmp_path / "out.pack", workers=2, progress=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_packing_in_this_process_leaves_its_torch_threads_alone(photos, tmp_path):
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        pack_folder(photos, tmp_path / "one.pack", workers=1, progress=False)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(threads)
