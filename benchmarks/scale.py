@@ -588,7 +588,8 @@ def main() -> None:
             parser.error(f"--only measures again into {out}, which does not exist: run without --only first")
         with open(out, encoding="utf-8") as f:
             before = json.load(f)
-        report = {**before, "first_run_load": [before["load_before"], before["load_after"]],
+        first_load = before.get("first_run_load", [before.get("load_before"), before.get("load_after")])
+        report = {**before, "first_run_load": first_load,
                   **{k: report[k] for k in ("machine", "peers", "load_before")}}
         report.setdefault("remeasured", {}).update({step: time.strftime("%Y-%m-%d") for step in only})
     steps: List[Tuple[str, Callable[[], Any]]] = [  # in the order of STEPS

@@ -250,9 +250,9 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
     main + workers), GPU busy."""
     device = settings.resolved_device()
     files = _version_files(version, ws, tuned)
-    # a warm run too says how warm it was: a kernel short of memory may have dropped part of the data
-    cache: Dict[str, Any] = {"resident_before": resident_share(files), "files": len(files)}
-    if settings.cold:
+    if not settings.cold:  # a warm run too says how warm it was: a kernel short of memory may have dropped data
+        cache: Dict[str, Any] = {"resident_before": resident_share(files), "files": len(files)}
+    else:
         how = empty_page_cache([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
         cache = {"emptied_by": how, "resident_before": resident_share(files), "files": len(files),
                  # the kernel keeps every page a process maps: another reader of the same pack keeps it warm

@@ -171,6 +171,7 @@ def check_decodable(data: bytes, max_pixels: int = MAX_PIXELS) -> None:
     """
     img = open_image(data, max_pixels)
     try:
+        img.getexif()  # parsed by every full decode, for the orientation
         if img.format == "JPEG":
             img.draft(img.mode, (1, 1))
         img.load()

@@ -57,7 +57,7 @@ def scan_image_folder(root: PathLike) -> FolderIndex:
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, cls), followlinks=False):
             dirnames[:] = [d for d in dirnames if _visible(d)]
             prefix = os.path.join(os.path.relpath(dirpath, root), "")
-            found.extend([prefix + f for f in filenames if f[0] != "." and f.lower().endswith(IMAGE_EXTENSIONS)])
+            found.extend([prefix + f for f in filenames if _visible(f) and f.lower().endswith(IMAGE_EXTENSIONS)])
         found.sort()
         relpaths.extend(found)
         labels.extend([label] * len(found))

@@ -7,8 +7,9 @@ systems (tmpfs, some overlays) keep the pages anyway, so callers report it as an
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import Iterable, List
+from typing import Any, Iterable, List, Optional
 
 
 def can_evict() -> bool:
@@ -33,19 +34,28 @@ def evict(paths: Iterable[str]) -> int:
     return advised
 
 
+@functools.lru_cache(maxsize=None)
+def _libc() -> Optional[Any]:
+    """The C library, once: finding it runs ``ldconfig``, about a millisecond, too slow per file."""
+    import ctypes
+    import ctypes.util
+    import mmap
+
+    name = ctypes.util.find_library("c")
+    return ctypes.CDLL(name, use_errno=True) if name and hasattr(mmap, "MAP_PRIVATE") else None
+
+
 def resident_fraction(path: str) -> float:
     """Share of the file's pages now in the page cache (Linux ``mincore``); -1.0 where unknown."""
     import ctypes
-    import ctypes.util
     import mmap
 
     size = os.path.getsize(path)
     if size == 0:
         return 1.0
-    libc_name = ctypes.util.find_library("c")
-    if not libc_name or not hasattr(mmap, "MAP_PRIVATE"):
+    libc = _libc()
+    if libc is None:
         return -1.0
-    libc = ctypes.CDLL(libc_name, use_errno=True)
     page = mmap.PAGESIZE
     pages = (size + page - 1) // page
     with open(path, "rb") as f:
