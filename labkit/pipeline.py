@@ -18,8 +18,10 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import queue
+import signal
 import sys
 import threading
+import time
 import traceback
 from multiprocessing import shared_memory
 from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
@@ -28,6 +30,16 @@ import numpy as np
 
 _STOP = None
 _POLL_S = 0.2
+_DEATH_WAIT_S = 2.0
+
+
+def _exit_text(exitcode: int) -> str:
+    if exitcode < 0:
+        try:
+            return f"exit code {exitcode}, killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            pass
+    return f"exit code {exitcode}"
 
 
 class PipelineError(RuntimeError):
@@ -195,10 +207,28 @@ class StagedPipeline:
             try:
                 return results.get(timeout=_POLL_S)
             except queue.Empty:
-                dead = [p for p in self.processes if p.exitcode is not None]
-                if dead:
-                    raise PipelineError(f"{dead[0].name} (pid {dead[0].pid}) died with exit code "
-                                        f"{dead[0].exitcode} before the pipeline finished") from None
+                broken: Optional[BaseException] = None
+            except (ConnectionError, EOFError, OSError) as e:
+                # A stage killed while it hands a result over breaks the connection its tensors' file
+                # descriptors come through; the kernel shows its exit code a moment later.
+                broken = e
+            dead = self._dead(wait_s=_DEATH_WAIT_S if broken is not None else 0.0)
+            if dead:
+                p = dead[0]
+                raise PipelineError(f"{p.name} (pid {p.pid}) died ({_exit_text(p.exitcode)}) before the pipeline "
+                                    "finished") from None
+            if broken is not None:
+                raise PipelineError(f"receiving a result failed ({type(broken).__name__}: {broken}) while every stage "
+                                    f"process was still alive {_DEATH_WAIT_S:g} s later") from broken
+
+    def _dead(self, wait_s: float) -> List[Any]:
+        """The stage processes that have ended, waiting up to ``wait_s`` for one to show its exit code."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            dead = [p for p in self.processes if p.exitcode is not None]
+            if dead or time.monotonic() >= deadline:
+                return dead
+            time.sleep(0.02)
 
     def _shutdown(self) -> None:
         """Every process has been told to stop; wait briefly, kill what is left, unlink the ring."""

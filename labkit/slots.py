@@ -21,12 +21,14 @@ worker can still be writing into a slot that the new epoch hands out.
 
 from __future__ import annotations
 
+import math
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
 from labkit.hostmem import storage_refs
+from labkit.watchdog import watched_loader
 
 Filled = Tuple[int, int, List[int]]  # (slot, samples written, labels)
 
@@ -134,8 +136,9 @@ class SlotLoader:
     ``image_shape`` is read from ``dataset[0]`` if not given. ``slots`` defaults to what can be in
     flight (``num_workers × prefetch_factor``), the batch just received, the one your loop holds
     and one spare for a batch you keep; fewer than the first two is refused. Other keyword
-    arguments go to the DataLoader (``timeout``, ``worker_init_fn``, ...), except ``pin_memory``:
-    there the main process itself copies each batch out of its slot into page-locked memory.
+    arguments go to the DataLoader (``worker_init_fn``, ...), except ``pin_memory``: there the main
+    process itself copies each batch out of its slot into page-locked memory. A killed worker is
+    reported as `LoaderWorkerError`; ``hang_timeout=`` seconds without a batch as `LoaderHangError`.
     A dataset whose ``__getitems__`` already builds one batch tensor (`DecodedArrayDataset`) gains
     little here: its batch is made, then copied into the slot.
     """
@@ -143,7 +146,8 @@ class SlotLoader:
     def __init__(self, dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Optional[Sampler] = None,
                  num_workers: int = 2, prefetch_factor: Optional[int] = None, drop_last: bool = False,
                  image_shape: Optional[Sequence[int]] = None, slots: Optional[int] = None,
-                 generator: Optional[torch.Generator] = None, **kwargs: Any) -> None:
+                 generator: Optional[torch.Generator] = None, hang_timeout: Optional[float] = None,
+                 **kwargs: Any) -> None:
         self.dataset = dataset
         shape = tuple(image_shape) if image_shape is not None else tuple(dataset[0][0].shape)
         in_flight = num_workers * (prefetch_factor or 2)
@@ -163,7 +167,11 @@ class SlotLoader:
             options["persistent_workers"] = True
         if prefetch_factor is not None:
             options["prefetch_factor"] = prefetch_factor  # without workers, the DataLoader says why not
-        self.loader = DataLoader(SlotDataset(dataset, self.pool), **options)
+        slotted = SlotDataset(dataset, self.pool)
+        # With workers, a worker that dies is named with the batch it held (`labkit.watchdog`), whatever the
+        # moment; ``hang_timeout`` also turns a stuck one into an explained error.
+        self.loader: Any = (watched_loader(slotted, hang_timeout or math.inf, **options) if num_workers
+                            else DataLoader(slotted, **options))
 
     def __len__(self) -> int:
         return len(self.loader)

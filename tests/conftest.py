@@ -14,6 +14,11 @@ import pytest
 from labkit.packing import pack_folder
 from labkit.synthetic import PhotoSpec, make_photos
 
+if "forkserver" in multiprocessing.get_all_start_methods():
+    # The forkserver (Linux's default start method from Python 3.14) forks workers from a server that has
+    # imported torch once, so a test that starts many of them does not import torch in each.
+    multiprocessing.set_forkserver_preload(["torch"])
+
 SMALL = PhotoSpec(n=24, classes=3, width=160, height=120, seed=7)
 OUT = 32  # decoded size used across the tests
 
@@ -81,6 +86,10 @@ def no_leaks():
     Workers must be stopped by the code under test: they are counted before the garbage
     collector runs, since a DataLoader iterator freed by it waits 5 s for each worker.
     """
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()  # its server and pipe live as long as this process: started before the count
     before = _open_resources()
     yield
     alive = multiprocessing.active_children()

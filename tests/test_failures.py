@@ -48,7 +48,7 @@ def test_stuck_sample_becomes_a_hang_error_naming_it(no_leaks):
 @pytest.mark.timeout(60)
 def test_killed_worker_becomes_a_worker_error(no_leaks):
     loader = watched_loader(KilledAt(Numbers(), [6]), timeout=20, batch_size=2, num_workers=2)
-    with pytest.raises(LoaderWorkerError, match=r"exit code -9\), fetching samples \[6, 7\]"):
+    with pytest.raises(LoaderWorkerError, match=r"exit code -9, killed by SIGKILL\), fetching samples \[6, 7\]"):
         for _ in loader:
             pass
 

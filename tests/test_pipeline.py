@@ -117,7 +117,7 @@ def _die(item):
 @pytest.mark.timeout(60)
 def test_a_dead_worker_is_reported(clips):
     pipe = StagedPipeline(_folders(clips), _die, _stage2, (4, 48, 64, 3))
-    with pytest.raises(PipelineError, match="stage1-0 .* died with exit code 3"):
+    with pytest.raises(PipelineError, match=r"stage1-0 \(pid \d+\) died \(exit code 3\)"):
         list(pipe)
     assert multiprocessing.active_children() == []
 
@@ -132,3 +132,59 @@ def test_the_ring_is_named_while_it_runs_and_gone_after_an_interrupt(clips):
             raise KeyboardInterrupt  # what Ctrl-C raises in the loop
     assert pipe.segment and not segment_exists(pipe.segment)
     assert multiprocessing.active_children() == []
+
+
+class _KillsItsProcess:
+    """A stage function whose process SIGKILLs itself ``delay`` s after it starts item ``at``."""
+
+    def __init__(self, at, delay, out):
+        self.at, self.delay, self.out = at, delay, out
+
+    def __call__(self, item):
+        import signal
+        import threading
+
+        import torch
+
+        if (item if isinstance(item, int) else int(item.flat[0])) == self.at:
+            threading.Timer(self.delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
+        return np.full((8, 8), item if isinstance(item, int) else item.flat[0], np.uint8) if self.out == "array" \
+            else torch.full((3, 32, 32), int(item.flat[0]), dtype=torch.uint8)  # a tensor: handed over by descriptor
+
+
+def _to_array(item):
+    return np.full((8, 8), item, np.uint8)
+
+
+def _to_tensor(frame):
+    import torch
+
+    return torch.from_numpy(frame.copy())
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("context", ["fork", "forkserver"])
+def test_a_stage_process_killed_at_any_moment_is_named_every_time(context, no_leaks):
+    import random
+    import re
+
+    rng = random.Random(len(context))
+    wrong = []
+    runs = 30 if context == "fork" else 15  # each forkserver run starts two fresh processes
+    for run in range(runs):
+        stage = rng.choice([1, 2])
+        killer = _KillsItsProcess(at=rng.randrange(4, 16), delay=rng.uniform(0.0, 0.02),
+                                  out="array" if stage == 1 else "tensor")
+        pipe = StagedPipeline(list(range(40)), killer if stage == 1 else _to_array,
+                              killer if stage == 2 else _to_tensor, (8, 8), slots=rng.choice([2, 4]), context=context)
+        try:
+            for _ in pipe:
+                pass
+            error = None
+        except Exception as e:  # noqa: BLE001 - judged below
+            error = e
+        if not (isinstance(error, PipelineError)
+                and re.search(rf"stage{stage}-0 \(pid \d+\) died \(exit code -9, killed by SIGKILL\)", str(error))):
+            wrong.append(f"run {run} (stage {stage} killed): {type(error).__name__}: {error}")
+        assert multiprocessing.active_children() == [] and not segment_exists(pipe.segment)
+    assert not wrong, f"{len(wrong)} of {runs} runs did not name the killed stage:\n" + "\n".join(wrong[:5])
