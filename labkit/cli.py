@@ -7,9 +7,11 @@ or a training script can do with one import.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, List, Optional, Tuple
 
+from labkit.errors import LabkitError
 from labkit.settings import quick_mode
 
 
@@ -88,12 +90,13 @@ def _cmd_ablation(args: argparse.Namespace) -> int:
     from labkit.workspace import prepare
 
     quick = args.quick or quick_mode()
-    workspace = prepare(args.data, quick=quick, progress=not args.no_progress)
+    workspace = prepare(args.data, quick=quick, progress=not args.no_progress, work=args.work)
     only = args.only.split(",") if args.only else None
     json_path, plot_path = args.json, args.plot
-    if args.command == "demo":  # the main job leaves its table and chart beside the data
-        json_path = json_path or f"{workspace.folder}-ablation.json"
-        plot_path = plot_path or f"{workspace.folder}-ablation.png"
+    if args.command == "demo":  # the main job leaves its table and chart beside the packs
+        stem = os.path.join(workspace.work, os.path.basename(os.path.abspath(workspace.folder)))
+        json_path = json_path or f"{stem}-ablation.json"
+        plot_path = plot_path or f"{stem}-ablation.png"
     run_ablation(workspace, _ablation_settings(args, quick), only=only, json_path=json_path, plot_path=plot_path,
                  progress=not args.no_progress)
     return 0
@@ -104,7 +107,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     from labkit.workspace import prepare
 
     quick = args.quick or quick_mode()
-    workspace = prepare(args.data, quick=quick, progress=not args.no_progress)
+    workspace = prepare(args.data, quick=quick, progress=not args.no_progress, work=args.work)
     result = autotune(workspace.pack, workspace.decoded_pack, batch_size=args.batch, max_workers=args.workers,
                       min_seconds=0.0 if quick else 1.0)
     print(result)
@@ -181,6 +184,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     measuring = argparse.ArgumentParser(add_help=False)
     measuring.add_argument("--data", default="data/photos", help="ImageFolder to use; photo-like data made if missing")
+    measuring.add_argument("--work", default=None, metavar="DIR",
+                           help="folder for the packs (and the demo's results) made from --data; default: beside "
+                                "the data inside the kit's data folder ($LABKIT_DATA or the clone's data/), else "
+                                "<that folder>/derived/<name>-<hash>")
     measuring.add_argument("--batch", type=int, default=64)
     measuring.add_argument("--json", default=None, help="also write the results to this JSON file")
     measuring.add_argument("--quick", action="store_true", help="256 images, short runs (also: LABKIT_QUICK=1)")
@@ -222,7 +229,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (FileNotFoundError, ValueError) as e:  # bad input: the message names it and the fix
+    except (LabkitError, FileNotFoundError, ValueError) as e:  # bad input: the message names it and the fix
         print(f"labkit {args.command}: {e}", file=sys.stderr)
         return 2
 

@@ -25,7 +25,7 @@ V = {v.id: v for v in VERSIONS}
 def ws(photos, tmp_path_factory):
     folder = str(tmp_path_factory.mktemp("ablation") / "photos")
     shutil.copytree(photos, folder)
-    return prepare(folder, size=256, progress=False)
+    return prepare(folder, size=256, progress=False, work=os.path.dirname(folder))
 
 
 def _build(vid, ws, decoder=None, tuned=None, workers=2):

@@ -49,9 +49,10 @@ def test_bad_input_exits_2_with_the_reason(tmp_path, capsys):
 
 
 @pytest.mark.timeout(60)
-def test_demo_makes_packs_verifies_and_runs_the_ablation(photos, tmp_path, capsys):
+def test_demo_makes_packs_verifies_and_runs_the_ablation(photos, tmp_path, capsys, monkeypatch):
     import shutil
 
+    monkeypatch.setenv("LABKIT_DATA", str(tmp_path))  # the data is in the kit's folder: results go beside it
     data = str(tmp_path / "photos")
     shutil.copytree(photos, data)
     assert main(["demo", "--data", data, "--workers", "1", "--runs", "1", "--steps", "1", "--batch", "8",

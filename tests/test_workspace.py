@@ -2,12 +2,15 @@ import os
 import shutil
 import time
 
+import pytest
+
 from labkit.workspace import prepare
 
 from conftest import SMALL
 
 
-def test_prepare_packs_once_and_again_only_when_the_folder_changes(photos, tmp_path, capsys):
+def test_prepare_packs_once_and_again_only_when_the_folder_changes(photos, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LABKIT_DATA", str(tmp_path / "kit"))
     folder = str(tmp_path / "photos")
     shutil.copytree(photos, folder)
     ws = prepare(folder, size=32, progress=False)
@@ -25,6 +28,8 @@ def test_prepare_packs_once_and_again_only_when_the_folder_changes(photos, tmp_p
 
 def test_prepare_makes_the_data_set_when_missing(tmp_path, monkeypatch, capsys):
     import labkit.workspace as workspace
+
+    monkeypatch.setenv(workspace.DATA_ENV, str(tmp_path / "kit"))
     from labkit.synthetic import PhotoSpec
 
     monkeypatch.setattr(workspace, "QUICK_COUNT", 6)
@@ -63,3 +68,78 @@ def test_course_workspace_keeps_quick_and_full_data_apart(tmp_path, monkeypatch,
     monkeypatch.setenv("LABKIT_QUICK", "0")
     full = workspace.course_workspace(progress=False)
     assert full.count == 5 and full.folder == str(tmp_path / "photos")
+
+
+def _tree(root):
+    """Every file under ``root`` with its size, mtime and bytes: what "left untouched" means."""
+    found = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            data = open(path, "rb").read() if os.path.isfile(path) else b""
+            found[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns, data)
+    return found
+
+
+def _read_only_runner(source, mount):
+    """A command prefix under which ``mount`` shows ``source`` read-only: a read-only bind mount in a mount
+    namespace of its own as root (gone when the command ends), else the folder's write bits removed."""
+    import shutil as sh
+    import subprocess
+
+    if os.geteuid() != 0:
+        for dirpath, dirs, files in os.walk(source):
+            for name in dirs + files:
+                os.chmod(os.path.join(dirpath, name), 0o555 if name in dirs else 0o444)
+        os.chmod(source, 0o555)
+        os.rmdir(mount)
+        os.symlink(source, mount)
+        return lambda command: command
+    if not sh.which("unshare") or subprocess.call(["unshare", "-m", "true"], stderr=subprocess.DEVNULL) != 0:
+        pytest.skip("as root, a read-only folder needs a read-only bind mount, and `unshare -m` is refused here")
+    return lambda command: ["unshare", "-m", "sh", "-c",
+                            f'mount --bind "{source}" "{mount}" && mount -o remount,ro,bind "{mount}" && exec "$@"',
+                            "sh", *command]
+
+
+@pytest.mark.timeout(240)
+def test_the_ablation_runs_on_a_read_only_folder_and_leaves_it_untouched(photos, tmp_path):
+    import subprocess
+    import sys
+
+    source, mount, kit_data = tmp_path / "source", tmp_path / "datasets", tmp_path / "kit-data"
+    shutil.copytree(photos, source / "photos")
+    mount.mkdir()
+    runner = _read_only_runner(str(source), str(mount))
+    before = _tree(str(source))
+    env = dict(os.environ, LABKIT_DATA=str(kit_data), LABKIT_QUICK="1")
+    base = [sys.executable, "-m", "labkit", "demo", "--data", str(mount / "photos"), "--only", "v1,v3",
+            "--runs", "1", "--steps", "1", "--batch", "4", "--workers", "1", "--no-progress"]
+    done = subprocess.run(runner(base), env=env, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert _tree(str(source)) == before  # nothing written into or beside the user's folder
+    assert "the kit does not write beside your data" in done.stdout
+    derived = [p for p in (kit_data / "derived").iterdir()]
+    assert len(derived) == 1 and derived[0].name.startswith("photos-")
+    assert sorted(p.name for p in derived[0].iterdir() if p.suffix in (".pack", ".json", ".png")) == [
+        "photos-256.pack", "photos-ablation.json", "photos-ablation.png", "photos.pack"]
+
+    # a --work folder that cannot be written either: one line naming it and the option that moves it
+    blocked = runner(base + ["--work", str(mount / "photos" / "packs")])
+    done = subprocess.run(blocked, env=env, capture_output=True, text=True, timeout=200)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert str(mount / "photos" / "packs") in line and "--work" in line, line
+    assert _tree(str(source)) == before
+
+
+def test_derived_files_of_an_outside_folder_go_to_the_kit_data_folder_under_a_name_of_its_path(tmp_path, monkeypatch):
+    from labkit.workspace import DATA_ENV, derived_folder
+
+    monkeypatch.setenv(DATA_ENV, str(tmp_path / "kit"))
+    a, b = derived_folder(str(tmp_path / "x" / "photos")), derived_folder(str(tmp_path / "y" / "photos"))
+    assert a != b and os.path.dirname(a) == str(tmp_path / "kit" / "derived")
+    assert derived_folder(str(tmp_path / "x" / "photos")) == a  # the same folder, the same place
+    assert derived_folder(str(tmp_path / "kit" / "photos")) == str(tmp_path / "kit")  # the kit's own: beside
+    assert derived_folder(str(tmp_path / "x" / "photos"), work="elsewhere") == "elsewhere"
