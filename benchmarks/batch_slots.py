@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""v5 with its batches in reused shared-memory slots (`labkit.slots.SlotLoader`) against the same
+"""v5 with its batches in reused shared-memory slots (`labkit.workers.shared_slots.SlotLoader`) against the same
 pipeline through a plain DataLoader, whose workers collate every batch into a fresh /dev/shm
 segment: same dataset, sampler, workers, prefetch and device stage, alternating, median of pairs.
 
@@ -15,10 +15,10 @@ import json
 import os
 from statistics import median
 
-from labkit.ablation import VERSIONS, Settings, fastest_decoder, measure_version
-from labkit.measure import describe_machine, machine_info
-from labkit.settings import quick_mode
-from labkit.workspace import prepare
+from labkit.core.environment import quick_mode
+from labkit.course.ablation import VERSIONS, Settings, fastest_decoder, measure_version
+from labkit.course.workspace import prepare
+from labkit.measure.loader_timing import describe_machine, machine_info
 
 
 def main() -> None:

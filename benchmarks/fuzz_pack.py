@@ -2,7 +2,7 @@
 """Fuzz the pack reader for a fixed time: every damaged pack must give back its bytes or a named PackError.
 
 The long run of the quick fuzz in ``tests/test_packfile.py``, with the same mutations and the
-same promise (`labkit.packfuzz`): truncations, flipped bytes, and index records or header
+same promise (`labkit.tools.pack_fuzzer`): truncations, flipped bytes, and index records or header
 fields edited and re-signed, applied to a small valid pack. Engines: hypothesis (random
 search, shrinking whatever it finds to a minimal example) and, where ``pip install atheris``
 worked, atheris (coverage-guided: libFuzzer steers its input bytes toward new branches of
@@ -56,14 +56,14 @@ class Tally:
     def run(self, mutation: Any, path: str, limit: Optional[float]) -> None:
         """Damage the sample pack at ``path`` with ``mutation`` and check the reader's promise; past ``limit``
         seconds raise `ExampleTimeout` (``None``: the caller watches the time)."""
-        from labkit import packfuzz
+        from labkit.tools import pack_fuzzer
 
         self.examples += 1
         t0 = time.perf_counter()
         if limit:
             signal.setitimer(signal.ITIMER_REAL, limit)
         try:
-            outcome = packfuzz.check_promise(packfuzz.damaged_copy(path, mutation))
+            outcome = pack_fuzzer.check_promise(pack_fuzzer.damaged_copy(path, mutation))
             self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
         except ExampleTimeout:
             self.record(self.hangs, repr(mutation), f"ran past {limit:g} s")
@@ -90,13 +90,13 @@ def run_hypothesis(seconds: float, limit: float, workdir: str) -> Tally:
     goes on."""
     from hypothesis import HealthCheck, given, settings
 
-    from labkit import packfuzz
+    from labkit.tools import pack_fuzzer
 
     tally = Tally("hypothesis")
     path = os.path.join(workdir, "hypothesis.pack")
 
     @settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(packfuzz.any_mutation())
+    @given(pack_fuzzer.any_mutation())
     def batch(mutation: Any) -> None:
         tally.run(mutation, path, limit)
 
@@ -104,7 +104,7 @@ def run_hypothesis(seconds: float, limit: float, workdir: str) -> Tally:
     while time.monotonic() - start < seconds:
         try:
             batch()
-        except packfuzz.BrokenPromise as e:  # hypothesis has shrunk it; its note names the smallest example
+        except pack_fuzzer.BrokenPromise as e:  # hypothesis has shrunk it; its note names the smallest example
             example = " ".join(n for n in getattr(e, "__notes__", []) if "Falsifying" in n or "mutation=" in n)
             tally.record(tally.broken_promises, example or "(not shown)", str(e))
         except ExampleTimeout:
@@ -117,29 +117,29 @@ def _mutation_from(data: bytes) -> Any:
     """Decode libFuzzer's input bytes into one of packfuzz's mutations."""
     import atheris
 
-    from labkit import packfuzz
+    from labkit.tools import pack_fuzzer
 
     fdp = atheris.FuzzedDataProvider(data)
-    size = len(packfuzz.sample_pack_bytes())
+    size = len(pack_fuzzer.sample_pack_bytes())
     kind = fdp.ConsumeIntInRange(0, 4)
     if kind == 0:
-        return packfuzz.Mutation("truncate", (fdp.ConsumeIntInRange(0, size - 1),))
+        return pack_fuzzer.Mutation("truncate", (fdp.ConsumeIntInRange(0, size - 1),))
     if kind in (1, 2):
         pairs = tuple((fdp.ConsumeIntInRange(0, size - 1), fdp.ConsumeIntInRange(1, 255))
                       for _ in range(fdp.ConsumeIntInRange(1, 4)))
-        return packfuzz.Mutation("flip", pairs, resign=kind == 2)
+        return pack_fuzzer.Mutation("flip", pairs, resign=kind == 2)
     if kind == 3:
-        index = fdp.ConsumeIntInRange(0, len(packfuzz.SAMPLE_BLOBS) - 1)
-        name = fdp.PickValueInList(list(packfuzz.RECORD_FIELDS))
-        fmt = packfuzz.RECORD_FIELDS[name]
+        index = fdp.ConsumeIntInRange(0, len(pack_fuzzer.SAMPLE_BLOBS) - 1)
+        name = fdp.PickValueInList(list(pack_fuzzer.RECORD_FIELDS))
+        fmt = pack_fuzzer.RECORD_FIELDS[name]
     else:
-        name = fdp.PickValueInList(list(packfuzz.HEADER_FIELDS))
-        fmt = packfuzz.HEADER_OFFSETS[name][1]
+        name = fdp.PickValueInList(list(pack_fuzzer.HEADER_FIELDS))
+        fmt = pack_fuzzer.HEADER_OFFSETS[name][1]
     nbytes = struct.calcsize(fmt)
     value = fdp.ConsumeInt(nbytes) if fmt[-1].islower() else fdp.ConsumeUInt(nbytes)
     if kind == 3:
-        return packfuzz.Mutation("record", (index, name, value), resign=True)
-    return packfuzz.Mutation("header", (name, value), resign=True)
+        return pack_fuzzer.Mutation("record", (index, name, value), resign=True)
+    return pack_fuzzer.Mutation("header", (name, value), resign=True)
 
 
 def atheris_child(seconds: float, limit: float, workdir: str, out: str) -> None:
@@ -148,7 +148,9 @@ def atheris_child(seconds: float, limit: float, workdir: str, out: str) -> None:
     import atheris
 
     with atheris.instrument_imports(include=["labkit"]):
-        from labkit import packfile, packfuzz, strtable  # noqa: F401  (instrumented for coverage)
+        from labkit.core import string_table  # noqa: F401  (instrumented for coverage)
+        from labkit.storage import pack_format  # noqa: F401  (instrumented for coverage)
+        from labkit.tools import pack_fuzzer  # noqa: F401  (instrumented for coverage)
     tally = Tally("atheris")
     path = os.path.join(workdir, "atheris.pack")
     start = last_written = time.monotonic()
@@ -164,7 +166,7 @@ def atheris_child(seconds: float, limit: float, workdir: str, out: str) -> None:
         mutation = _mutation_from(data)
         try:
             tally.run(mutation, path, None)  # libFuzzer's -timeout watches each example (it owns SIGALRM)
-        except packfuzz.BrokenPromise as e:
+        except pack_fuzzer.BrokenPromise as e:
             tally.record(tally.broken_promises, repr(mutation), str(e))
 
     atheris.Setup([sys.argv[0], f"-max_total_time={max(1, round(seconds))}", f"-timeout={math.ceil(limit)}",
@@ -219,7 +221,7 @@ def main() -> None:
             tallies.append({"hypothesis": run_hypothesis, "atheris": run_atheris}[engine](share, args.example_limit,
                                                                                           workdir))
 
-    from labkit.measure import describe_machine, machine_info
+    from labkit.measure.loader_timing import describe_machine, machine_info
 
     info = machine_info()
     print(f"Machine: {describe_machine(info)}")

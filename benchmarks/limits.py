@@ -32,13 +32,13 @@ from typing import Any, Sequence
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from labkit.ablation import VERSIONS, Settings, measure_version
-from labkit.decode import DECODERS, decode
-from labkit.doctor import torch_threads
-from labkit.measure import describe_machine, machine_info, spread_indices
-from labkit.packfile import PackReader
-from labkit.settings import quick_mode, usable_cpus
-from labkit.workspace import OUTPUT_SIZE, prepare
+from labkit.core.environment import quick_mode, usable_cpus
+from labkit.course.ablation import VERSIONS, Settings, measure_version
+from labkit.course.workspace import OUTPUT_SIZE, prepare
+from labkit.decode.decoders import DECODERS, decode
+from labkit.measure.loader_timing import describe_machine, machine_info, spread_indices
+from labkit.storage.pack_format import PackReader
+from labkit.workers.thread_budget import torch_threads
 
 
 def single_core_rates(pack: str, samples: int, repeats: int = 3, decoders: Sequence[str] = DECODERS) -> dict:

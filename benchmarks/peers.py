@@ -28,18 +28,18 @@ from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from labkit.ablation import VERSIONS, Settings, device_batches, build_loader
-from labkit.measure import describe_machine, machine_info
-from labkit.settings import quick_mode, usable_cpus
-from labkit.transfer import IMAGENET_MEAN, IMAGENET_STD
-from labkit.workspace import OUTPUT_SIZE, prepare
+from labkit.core.environment import quick_mode, usable_cpus
+from labkit.course.ablation import VERSIONS, Settings, device_batches, build_loader
+from labkit.course.workspace import OUTPUT_SIZE, prepare
+from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD
+from labkit.measure.loader_timing import describe_machine, machine_info
 
 TRANSFORM = transforms.Compose([transforms.Resize((OUTPUT_SIZE, OUTPUT_SIZE)), transforms.ToTensor(),
                                 transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
 def _samples(folder: str) -> List[tuple]:
-    from labkit.folders import scan_image_folder
+    from labkit.storage.image_folder import scan_image_folder
 
     index = scan_image_folder(folder)
     return [(index.abspath(i), int(index.labels[i])) for i in range(len(index))]

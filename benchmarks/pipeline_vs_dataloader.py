@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Two-stage pipeline (labkit.pipeline) against a single-stage DataLoader on the same clips.
+"""Two-stage pipeline (labkit.workers.staged_pipeline) against a single-stage DataLoader on the same clips.
 
 Both do the same work per clip — decode every JPEG frame, then resize, crop and lay out as
 C×H×W — with the same number of processes. Runs alternate, the median of ``--runs`` is
@@ -20,11 +20,11 @@ import time
 
 from torch.utils.data import DataLoader
 
-from labkit.clips import ClipFolderDataset, decode_clip, transform_clip
-from labkit.measure import describe_machine, machine_info
-from labkit.pipeline import StagedPipeline
-from labkit.settings import quick_mode, usable_cpus
-from labkit.synthetic import ClipSpec, make_clips
+from labkit.core.environment import quick_mode, usable_cpus
+from labkit.course.clips import ClipFolderDataset, decode_clip, transform_clip
+from labkit.course.synthetic_data import ClipSpec, make_clips
+from labkit.measure.loader_timing import describe_machine, machine_info
+from labkit.workers.staged_pipeline import StagedPipeline
 
 
 def _time(fn) -> float:

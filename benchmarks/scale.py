@@ -2,7 +2,7 @@
 """How labkit's costs grow with the data set: packing, other stores, opening, workers' memory, cold storage.
 
 Every series runs over data sets of N small photo-like images (64x64, a few KB each, made by
-`labkit.synthetic.make_photos` under the data folder, kept between runs) and is drawn on a log-log
+`labkit.course.synthetic_data.make_photos` under the data folder, kept between runs) and is drawn on a log-log
 plot with its slope: 1.0 is a cost that grows as the data does, more is a cost that grows faster.
 
 * packing: `labkit pack` (encoded, and decoded) against WebDataset's ``ShardWriter`` and MosaicML
@@ -39,21 +39,21 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from labkit.ablation import VERSIONS, Settings, measure_version
-from labkit.datasets import DecodedArrayDataset, ImageFolderDataset, NaivePathListDataset, PackedDataset, \
-    PathTableDataset
-from labkit.decode import check_decodable
-from labkit.folders import scan_image_folder
-from labkit.measure import describe_machine, machine_info
-from labkit.packfile import PackReader
-from labkit.packing import pack_folder, read_file
-from labkit.pagecache import empty_page_cache, resident_share
-from labkit.procmem import rss_bytes
-from labkit.samplers import BlockShuffleSampler
-from labkit.settings import usable_cpus
-from labkit.synthetic import PhotoSpec, make_photos
-from labkit.workermem import trace_worker_memory
-from labkit.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
+from labkit.core.environment import usable_cpus
+from labkit.course.ablation import VERSIONS, Settings, measure_version
+from labkit.course.synthetic_data import PhotoSpec, make_photos
+from labkit.course.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
+from labkit.datasets.map_style import (DecodedArrayDataset, ImageFolderDataset, NaivePathListDataset, PackedDataset,
+                                       PathTableDataset)
+from labkit.decode.decoders import check_decodable
+from labkit.diagnose.worker_memory import trace_worker_memory
+from labkit.measure.loader_timing import describe_machine, machine_info
+from labkit.measure.page_cache import empty_page_cache, resident_share
+from labkit.measure.process_memory import rss_bytes
+from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.storage.image_folder import scan_image_folder
+from labkit.storage.pack_format import PackReader
+from labkit.storage.packing import pack_folder, read_file
 
 SMALL = 64
 FULL_SIZES = (2_000, 20_000, 200_000)

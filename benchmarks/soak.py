@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Soak: many epochs with 2 persistent workers; memory per process per epoch, open fds and /dev/shm after.
 
-Reads the encoded pack of ``--data`` (made, packed and verified by `labkit.workspace.prepare`
+Reads the encoded pack of ``--data`` (made, packed and verified by `labkit.course.workspace.prepare`
 when missing: 256 images in quick mode) through `make_loader` with persistent workers, and reads
 every memory figure of the main process and of each worker after their first batches and at the end
-of every epoch (`labkit.soak`). It flags any process whose unique anonymous memory (what a leak or
+of every epoch (`labkit.diagnose.soak`). It flags any process whose unique anonymous memory (what a leak or
 copy-on-write grows) grew more than 10 % and 16 MiB, any file descriptor the main process kept, and any
 /dev/shm segment left behind; it explains any growth of RSS by kind of page (the pack's pages,
 mapped as the epochs read it, are file-backed and reclaimable), and says how much of the pack sits
@@ -20,14 +20,14 @@ import argparse
 import json
 import os
 
-from labkit.datasets import PackedDataset
-from labkit.measure import describe_machine, machine_info
-from labkit.pagecache import resident_fraction
-from labkit.procmem import MEASURES, os_name
-from labkit.samplers import BlockShuffleSampler
-from labkit.settings import quick_mode
-from labkit.soak import SoakReport, run_soak
-from labkit.workspace import OUTPUT_SIZE, prepare
+from labkit.core.environment import quick_mode
+from labkit.course.workspace import OUTPUT_SIZE, prepare
+from labkit.datasets.map_style import PackedDataset
+from labkit.diagnose.soak import SoakReport, run_soak
+from labkit.measure.loader_timing import describe_machine, machine_info
+from labkit.measure.page_cache import resident_fraction
+from labkit.measure.process_memory import MEASURES, os_name
+from labkit.samplers.resumable import BlockShuffleSampler
 
 
 PANELS = (("rss", "RSS (what top shows)"), ("file_backed", "file-backed: the pack's pages, libraries"),

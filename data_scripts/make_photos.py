@@ -9,7 +9,7 @@ Same as `labkit data`; every option is listed by `--help`.
 """
 import sys
 
-from labkit.cli import main
+from labkit.tools.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(["data", *sys.argv[1:]]))

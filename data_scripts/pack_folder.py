@@ -8,7 +8,7 @@ Same as `labkit pack SRC DST [options]` followed by `labkit verify DST`.
 """
 import sys
 
-from labkit.cli import build_parser, main
+from labkit.tools.cli import build_parser, main
 
 if __name__ == "__main__":
     argv = ["pack", *sys.argv[1:]]

@@ -1,1 +1,73 @@
-"""labkit: measured, reusable PyTorch data-loading pieces."""
+"""labkit: measured, reusable PyTorch data-loading pieces, laid out in the order the data flows.
+
+    core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device -> distributed
+    measure, diagnose   read every layer and change none
+    course, tools       use everything; nothing imports them
+
+Each sub-package imports only those to its left (``core`` imports no other); ``measure`` reads the
+layers, ``diagnose`` the layers and ``measure``; ``course`` holds what only the notebooks need and
+``tools`` the ``labkit`` command. No module uses another's private names.
+
+The names an engineer uses in a training script are here, e.g.::
+
+    from labkit import PackedDataset, BlockShuffleSampler, make_loader, DevicePrefetcher
+
+Every package face is lazy (PEP 562): ``import labkit`` imports neither torch nor any module until a
+name is used, so parts that must run before torch (`labkit.diagnose.small_shm.private_shm`) can.
+Every error the kit raises derives from `LabkitError`.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "LabkitError": "labkit.core.errors",
+    # decode
+    "decode": "labkit.decode.decoders",
+    "get_decoder": "labkit.decode.decoders",
+    "DecodeError": "labkit.decode.decoders",
+    # storage
+    "PackReader": "labkit.storage.pack_format",
+    "PackWriter": "labkit.storage.pack_format",
+    "PackError": "labkit.storage.pack_format",
+    "verify_pack": "labkit.storage.pack_format",
+    "pack_folder": "labkit.storage.packing",
+    "scan_image_folder": "labkit.storage.image_folder",
+    # datasets
+    "ImageFolderDataset": "labkit.datasets.map_style",
+    "PackedDataset": "labkit.datasets.map_style",
+    "DecodedArrayDataset": "labkit.datasets.map_style",
+    "ShardedIterableDataset": "labkit.datasets.iterable",
+    "LiveStreamDataset": "labkit.datasets.iterable",
+    # samplers
+    "BlockShuffleSampler": "labkit.samplers.resumable",
+    "DistributedBlockSampler": "labkit.samplers.resumable",
+    "ClassBalancedSampler": "labkit.samplers.resumable",
+    "GroupedBatchSampler": "labkit.samplers.resumable",
+    "RandomOffsetSequentialSampler": "labkit.samplers.resumable",
+    # collate
+    "stack_uint8": "labkit.collate.collate_fns",
+    "pad_collate": "labkit.collate.collate_fns",
+    "detection_collate": "labkit.collate.collate_fns",
+    "graph_collate": "labkit.collate.collate_fns",
+    "MixUpCollate": "labkit.collate.collate_fns",
+    "CutMixCollate": "labkit.collate.collate_fns",
+    # workers
+    "make_loader": "labkit.workers.loader_factory",
+    "limit_worker_threads": "labkit.workers.thread_budget",
+    "SlotLoader": "labkit.workers.shared_slots",
+    "StagedPipeline": "labkit.workers.staged_pipeline",
+    "LoaderHangError": "labkit.workers.watchdog",
+    "LoaderWorkerError": "labkit.workers.watchdog",
+    # device
+    "DevicePrefetcher": "labkit.device.transfer",
+    "normalize_uint8": "labkit.device.transfer",
+    # distributed
+    "init_from_env": "labkit.distributed.ranks",
+    "stage_to_local": "labkit.distributed.ranks",
+    "save_checkpoint": "labkit.distributed.checkpoint",
+    "load_checkpoint": "labkit.distributed.checkpoint",
+    # measure, diagnose
+    "measure_loader": "labkit.measure.loader_timing",
+    "profile_loader": "labkit.measure.step_profile",
+    "explain_bottleneck": "labkit.diagnose.bottleneck",
+})

@@ -1,6 +1,6 @@
 """`python -m labkit` is the `labkit` command."""
 import sys
 
-from labkit.cli import main
+from labkit.tools.cli import main
 
 sys.exit(main())

@@ -1,9 +1,9 @@
 """Make the README's pictures in docs/images/: none of them is drawn by hand.
 
 - ``ablation.png``: each ablation version's speed-up over v1, from the reports in benchmarks/results/
-  (`labkit.ablation_report`);
+  (`labkit.course.ablation_report`);
 - ``sampler_tradeoff.png``: randomness against locality of the sampler orders on the course's quick
-  data set (`labkit.sampler_tradeoff`, as in notebook 02);
+  data set (`labkit.samplers.order_scores`, as in notebook 02);
 - ``loader_panel.png``: the LoaderPanel of notebook 04 after a few runs, screenshotted in JupyterLab
   by the browser test (tests/browser), which needs a Chromium.
 
@@ -22,10 +22,10 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from labkit.ablation_report import plot_speedups, reference_runs, results_folder  # noqa: E402
-from labkit.packfile import PackReader  # noqa: E402
-from labkit.sampler_tradeoff import plot_tradeoff, sweep_block_sizes  # noqa: E402
-from labkit.workspace import course_workspace  # noqa: E402
+from labkit.course.ablation_report import plot_speedups, reference_runs, results_folder  # noqa: E402
+from labkit.course.workspace import course_workspace  # noqa: E402
+from labkit.samplers.order_scores import plot_tradeoff, sweep_block_sizes  # noqa: E402
+from labkit.storage.pack_format import PackReader  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IMAGES = os.path.join("docs", "images")

@@ -11,8 +11,8 @@ from typing import Dict, List
 
 import pytest
 
-from labkit.packing import pack_folder
-from labkit.synthetic import PhotoSpec, make_photos
+from labkit.course.synthetic_data import PhotoSpec, make_photos
+from labkit.storage.packing import pack_folder
 
 if "forkserver" in multiprocessing.get_all_start_methods():
     # The forkserver (Linux's default start method from Python 3.14) forks workers from a server that has
@@ -54,7 +54,7 @@ def corrupt_photos(tmp_path) -> str:
 
 
 _SHM = "/dev/shm"
-_SHM_PREFIXES = ("torch_", "psm_")  # torch's file_system strategy; multiprocessing.shared_memory (labkit.pipeline)
+_SHM_PREFIXES = ("torch_", "psm_")  # torch's file_system strategy; multiprocessing.shared_memory (labkit.workers.staged_pipeline)
 
 
 def _open_resources() -> Dict[str, List[str]]:

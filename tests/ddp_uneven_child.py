@@ -17,9 +17,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader
 
-from labkit.ddp_shards import features
-from labkit.distributed import close_process_group, init_from_env
-from labkit.streaming import ShardedIterableDataset
+from labkit.course.ddp_shards_demo import features
+from labkit.datasets.iterable import ShardedIterableDataset
+from labkit.distributed.ranks import close_process_group, init_from_env
 
 
 def main(shards) -> None:

@@ -15,7 +15,7 @@ import sys
 import time
 import traceback
 
-from labkit.shm import PrivateShmUnavailable, private_shm
+from labkit.diagnose.small_shm import PrivateShmUnavailable, private_shm
 
 MIB = 2**20
 IMAGE = (3, 256, 256)
@@ -38,7 +38,7 @@ class Images:
 
 
 def _shm_used() -> int:
-    from labkit.doctor import memory_facts
+    from labkit.core.machine import memory_facts
 
     facts = memory_facts()
     return facts.shm_total - facts.shm_free
@@ -48,8 +48,9 @@ def run(scenario: dict) -> dict:
     import torch
     from torch.utils.data import DataLoader
 
-    from labkit.doctor import LoaderPlan, check_shared_memory, memory_facts
-    from labkit.watchdog import watched_loader
+    from labkit.core.machine import memory_facts
+    from labkit.diagnose.doctor import LoaderPlan, check_shared_memory
+    from labkit.workers.watchdog import watched_loader
 
     private_shm(scenario["shm_mib"] * MIB)
     torch.multiprocessing.set_sharing_strategy(scenario["strategy"])

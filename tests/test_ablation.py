@@ -6,17 +6,17 @@ import pytest
 import torch
 from torch.utils.data import RandomSampler
 
-from labkit.ablation import (VERSIONS, NormalizeInWorker, Result, Settings, budget_note, build_loader,
-                             device_batches, format_table, run_ablation, seed_notes)
-from labkit.autotune import NO_DECODE, Budget, Config
-from labkit.collate import MixCollate, list_collate, stack_samples, stack_uint8
-from labkit.datasets import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
-from labkit.procmem import describe_tree_memory, tree_memory_measure
-from labkit.samplers import BlockShuffleSampler
-from labkit.settings import usable_cpus
-from labkit.slots import SlotLoader
-from labkit.transfer import DevicePrefetcher
-from labkit.workspace import prepare
+from labkit.collate.collate_fns import MixCollate, list_collate, stack_samples, stack_uint8
+from labkit.core.environment import usable_cpus
+from labkit.course.ablation import (VERSIONS, NormalizeInWorker, Result, Settings, budget_note, build_loader,
+                                    device_batches, format_table, run_ablation, seed_notes)
+from labkit.course.workspace import prepare
+from labkit.datasets.map_style import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
+from labkit.device.transfer import DevicePrefetcher
+from labkit.diagnose.autotuner import NO_DECODE, Budget, Config
+from labkit.measure.process_memory import describe_tree_memory, tree_memory_measure
+from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.workers.shared_slots import SlotLoader
 
 V = {v.id: v for v in VERSIONS}
 
@@ -156,8 +156,8 @@ def test_the_report_names_the_data_relative_to_the_working_directory(ws, capsys,
 
 
 def test_a_cold_run_says_how_the_cache_was_emptied_and_what_stayed_cached(ws, monkeypatch, capsys):
-    import labkit.ablation as ablation
-    from labkit.pagecache import empty_page_cache
+    import labkit.course.ablation as ablation
+    from labkit.measure.page_cache import empty_page_cache
 
     # per-file advice only: a test must not drop the whole machine's page cache, even as root
     monkeypatch.setattr(ablation, "empty_page_cache", lambda paths: empty_page_cache(paths, system=False))
@@ -173,7 +173,7 @@ def test_a_cold_run_says_how_the_cache_was_emptied_and_what_stayed_cached(ws, mo
 
 
 def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
-    from labkit.packing import read_file
+    from labkit.storage.packing import read_file
 
     read_file(os.fsencode(ws.decoded_pack))  # v6's data, all in the page cache
     report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
@@ -187,8 +187,8 @@ def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
 def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     import multiprocessing
 
-    import labkit.ablation as ablation
-    from labkit.pagecache import empty_page_cache
+    import labkit.course.ablation as ablation
+    from labkit.measure.page_cache import empty_page_cache
 
     monkeypatch.setattr(ablation, "empty_page_cache", lambda paths: empty_page_cache(paths, system=False))
     ctx = multiprocessing.get_context("fork")

@@ -1,7 +1,7 @@
 import pytest
 
-from labkit.autotune import NO_DECODE, Budget, Config, autotune, search
-from labkit.procmem import tree_memory_measure
+from labkit.diagnose.autotuner import NO_DECODE, Budget, Config, autotune, search
+from labkit.measure.process_memory import tree_memory_measure
 
 MB = 2**20
 BATCH = 64 * 3 * 256 * 256  # 12 MiB of uint8

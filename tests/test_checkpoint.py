@@ -12,13 +12,14 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from labkit.checkpoint import MAGIC, CheckpointError, load_checkpoint, loader_state, save_checkpoint
-from labkit.datasets import PackedDataset
-from labkit.loader import make_loader
-from labkit.packing import pack_folder
-from labkit.procmem import descendants, running
-from labkit.samplers import BlockShuffleSampler, GroupedBatchSampler
-from labkit.synthetic import PhotoSpec, make_photos
+from labkit.core.machine import running
+from labkit.course.synthetic_data import PhotoSpec, make_photos
+from labkit.datasets.map_style import PackedDataset
+from labkit.distributed.checkpoint import MAGIC, CheckpointError, load_checkpoint, loader_state, save_checkpoint
+from labkit.measure.process_memory import descendants
+from labkit.samplers.resumable import BlockShuffleSampler, GroupedBatchSampler
+from labkit.storage.packing import pack_folder
+from labkit.workers.loader_factory import make_loader
 
 N, BATCH = 48, 4
 SAMPLER = dict(block_size=16, window=2, seed=11)

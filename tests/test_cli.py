@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from labkit.cli import main
-from labkit.synthetic import read_manifest
+from labkit.course.synthetic_data import read_manifest
+from labkit.tools.cli import main
 
 
 def test_data_pack_verify(tmp_path, capsys, monkeypatch):
@@ -20,16 +20,16 @@ def test_data_pack_verify(tmp_path, capsys, monkeypatch):
 
 def test_quick_mode_makes_256(monkeypatch):
     monkeypatch.setenv("LABKIT_QUICK", "1")
-    from labkit import cli
+    from labkit.tools import cli
 
     seen = {}
-    monkeypatch.setattr("labkit.synthetic.make_photos", lambda out, spec, **kw: seen.setdefault("n", spec.n))
+    monkeypatch.setattr("labkit.course.synthetic_data.make_photos", lambda out, spec, **kw: seen.setdefault("n", spec.n))
     cli.main(["data", "--out", "unused", "--n", "9999"])
     assert seen["n"] == 256
 
 
 def test_verify_names_first_damaged_sample_and_exits_1(encoded_pack, tmp_path, capsys):
-    from labkit.packfile import PackReader
+    from labkit.storage.pack_format import PackReader
 
     damaged = str(tmp_path / "damaged.pack")
     data = bytearray(open(encoded_pack, "rb").read())

@@ -3,10 +3,10 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from labkit.clips import ClipFolderDataset
-from labkit.clipruns import STAGES, ClipWork, run_dataloader, run_pipeline, time_clip_stages
-from labkit.pipeline import PipelineError
-from labkit.synthetic import ClipSpec, make_clips
+from labkit.course.clip_runs import STAGES, ClipWork, run_dataloader, run_pipeline, time_clip_stages
+from labkit.course.clips import ClipFolderDataset
+from labkit.course.synthetic_data import ClipSpec, make_clips
+from labkit.workers.staged_pipeline import PipelineError
 
 SPEC = ClipSpec(n=5, classes=2, frames=3, width=64, height=48, seed=2)
 WORK = ClipWork(SPEC.frames, (SPEC.width, SPEC.height), out=32, resize=40)

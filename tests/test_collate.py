@@ -4,8 +4,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from labkit.collate import (CutMixCollate, MixUp, MixUpCollate, batch_buffer, detection_collate, graph_collate,
-                            mix_batch, pad_collate, stack_uint8)
+from labkit.collate.collate_fns import (CutMixCollate, MixUp, MixUpCollate, detection_collate, graph_collate, mix_batch,
+                                        pad_collate, stack_uint8)
+from labkit.core.host_buffers import batch_buffer
 
 
 def _images(n=8, size=(3, 16, 16)):
@@ -106,7 +107,7 @@ def test_mix_collates_pickle_for_workers_and_are_seeded(collate):
 
 
 def test_float_mixup_as_the_seed_does_it():
-    from labkit.collate import stack_samples
+    from labkit.collate.collate_fns import stack_samples
 
     batch = [(img.float() / 255, label) for img, label in _images(4)]
     images, soft = MixUpCollate(3, seed=0, stack=stack_samples)(batch)

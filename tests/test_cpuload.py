@@ -7,7 +7,8 @@ import matplotlib
 import numpy as np
 import pytest
 
-from labkit.cpuload import CoreSampler, CoreUsage, usable_cores
+from labkit.core.environment import usable_cpu_ids
+from labkit.measure.cpu_usage import CoreSampler, CoreUsage
 
 matplotlib.use("Agg")
 
@@ -30,7 +31,7 @@ def test_sampling_a_busy_child_records_every_core_and_counts_its_cpu_time():
         child.start()
         child.join()  # the child has ended before the block does: its CPU time still counts
     usage = sampler.usage
-    assert usage.cores == usable_cores() and usage.busy.shape == (len(usage.times), len(usage.cores))
+    assert usage.cores == usable_cpu_ids() and usage.busy.shape == (len(usage.times), len(usage.cores))
     assert len(usage.times) >= 5 and np.all(np.diff(usage.times) > 0)
     assert np.all((usage.busy >= 0) & (usage.busy <= 100))
     # One core spun for ~1 s of a ~1 s block: well above nothing, even on a machine shared with others.

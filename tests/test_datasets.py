@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from labkit.datasets import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
-from labkit.decode import decode
-from labkit.procmem import private_bytes
-from labkit.strtable import StringTable
-from labkit.synthetic import PhotoSpec, make_photos, read_manifest
+from labkit.core.string_table import StringTable
+from labkit.course.synthetic_data import PhotoSpec, make_photos, read_manifest
+from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
+from labkit.decode.decoders import decode
+from labkit.measure.process_memory import private_bytes
 
 from conftest import OUT, SMALL
 
@@ -236,8 +236,8 @@ def test_worker_memory_python_list_grows_numpy_storage_does_not():
 
 
 def test_encoded_pack_dataset_hands_out_the_file_bytes(photos, encoded_pack):
-    from labkit.collate import list_collate
-    from labkit.datasets import EncodedPackDataset
+    from labkit.collate.collate_fns import list_collate
+    from labkit.datasets.map_style import EncodedPackDataset
 
     ds = EncodedPackDataset(encoded_pack)
     blob, label = ds[3]

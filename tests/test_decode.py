@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from labkit.decode import (DECODERS, DecodeError, DecompressionBombError, check_decodable, decode, get_decoder, psnr,
-                           target_hw)
-from labkit.synthetic import PhotoSpec, encode_sample, plan_sample
+from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
+from labkit.decode.decoders import (DECODERS, DecodeError, DecompressionBombError, check_decodable, decode, get_decoder,
+                                    psnr, target_hw)
 
 ALL = list(DECODERS)
 
@@ -181,7 +181,7 @@ def test_sizes_and_psnr_helpers():
 
 
 def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():
-    from labkit.decode import decode_jpeg_batch
+    from labkit.decode.decoders import decode_jpeg_batch
 
     blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(3)]
     batch = decode_jpeg_batch(blobs, 64, device="cpu")
@@ -190,7 +190,7 @@ def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():
 
 
 def test_a_broken_file_in_a_batched_decode_is_named_by_its_position():
-    from labkit.decode import decode_jpeg_batch
+    from labkit.decode.decoders import decode_jpeg_batch
 
     good = _photo()
     blobs = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in (good, good[: len(good) // 3], good)]
@@ -201,7 +201,7 @@ def test_a_broken_file_in_a_batched_decode_is_named_by_its_position():
 
 @pytest.mark.cuda
 def test_batched_jpeg_decode_on_cuda_is_close_to_cpu():
-    from labkit.decode import decode_jpeg_batch
+    from labkit.decode.decoders import decode_jpeg_batch
 
     blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(4)]
     on_gpu = decode_jpeg_batch(blobs, 256, device="cuda").cpu()

@@ -7,7 +7,7 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 
-from labkit.distributed import close_process_group, init_from_env, stage_to_local, worker_budget
+from labkit.distributed.ranks import close_process_group, init_from_env, stage_to_local, worker_budget
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 @pytest.mark.timeout(60)
 def test_ddp_demo_under_torchrun_proves_disjoint_coverage():
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "labkit.ddp_demo", "--samples", "128", "--epochs", "2", "--workers", "0"]
+               "-m", "labkit.course.ddp_demo", "--samples", "128", "--epochs", "2", "--workers", "0"]
     out = subprocess.run(command, capture_output=True, text=True, timeout=55, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("disjoint: True; cover all 128: True") == 2

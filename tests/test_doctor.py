@@ -4,8 +4,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.cli import main
-from labkit.doctor import LoaderPlan, MemoryFacts, diagnose, limit_worker_threads, memory_facts, torch_threads
+from labkit.core.machine import MemoryFacts, memory_facts
+from labkit.diagnose.doctor import LoaderPlan, diagnose
+from labkit.tools.cli import main
+from labkit.workers.thread_budget import limit_worker_threads, torch_threads
 
 GIB = 2**30
 ROOMY = MemoryFacts(ram_total=64 * GIB, ram_available=48 * GIB, shm_total=32 * GIB, shm_free=32 * GIB)
@@ -87,7 +89,7 @@ def test_main_process_threads_beside_busy_workers():
 
 
 def test_shm_batches_is_one_count_for_the_doctor_and_the_autotuner():
-    from labkit.doctor import LoaderPlan, shm_batches
+    from labkit.diagnose.doctor import LoaderPlan, shm_batches
 
     assert shm_batches(0, 4) == 0  # no workers: batches are made in the main process's own memory
     assert shm_batches(2, 2) == 6 and LoaderPlan(workers=2, prefetch=2).shm_batches == 6

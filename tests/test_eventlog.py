@@ -3,7 +3,7 @@ import pickle
 
 from torch.utils.data import DataLoader
 
-from labkit.eventlog import SharedLog
+from labkit.core.shared_log import SharedLog
 
 
 class _Logs:

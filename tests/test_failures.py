@@ -5,10 +5,10 @@ import multiprocessing
 import pytest
 import torch
 
-from labkit.collate import stack_uint8
-from labkit.failures import HoardingCollate, IndexedDataset, KilledAt, LockedDataset, SlowAt, StuckAt, hold_lock
-from labkit.profiling import find_slow_samples
-from labkit.watchdog import LoaderHangError, LoaderWorkerError, watched_loader
+from labkit.collate.collate_fns import stack_uint8
+from labkit.course.pitfalls import HoardingCollate, IndexedDataset, KilledAt, LockedDataset, SlowAt, StuckAt, hold_lock
+from labkit.diagnose.bottleneck import find_slow_samples
+from labkit.workers.watchdog import LoaderHangError, LoaderWorkerError, watched_loader
 
 
 class Numbers:

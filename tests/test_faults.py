@@ -3,7 +3,7 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from labkit.faults import can_count_faults, minor_faults, tree_minor_faults
+from labkit.measure.page_faults import can_count_faults, minor_faults, tree_minor_faults
 
 pytestmark = pytest.mark.skipif(not can_count_faults(), reason="page faults per process are read from Linux's /proc")
 

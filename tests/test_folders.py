@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from labkit.folders import scan_image_folder
+from labkit.storage.image_folder import scan_image_folder
 
 
 def _touch(path):

@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.cli import main
-from labkit.datasets import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
-from labkit.packfile import verify_pack
-from labkit.packing import pack_folder
-from labkit.synthetic import make_hostile
+from labkit.course.synthetic_data import make_hostile
+from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
+from labkit.storage.pack_format import verify_pack
+from labkit.storage.packing import pack_folder
+from labkit.tools.cli import main
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 import torch
 
-from labkit.hostmem import HostBuffers
+from labkit.core.host_buffers import HostBuffers
 
 
 def test_a_free_buffer_is_handed_out_again():

@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.collate import stack_uint8
-from labkit.datasets import DecodedArrayDataset, SampleError
-from labkit.loader import make_loader
-from labkit.packfile import PackReader
-from labkit.profiling import ProfiledLoader
-from labkit.samplers import BlockShuffleSampler
-from labkit.watchdog import WatchedLoader
+from labkit.collate.collate_fns import stack_uint8
+from labkit.datasets.map_style import DecodedArrayDataset, SampleError
+from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.storage.pack_format import PackReader
+from labkit.workers.loader_factory import make_loader
+from labkit.workers.profiled_loader import ProfiledLoader
+from labkit.workers.watchdog import WatchedLoader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,8 +41,8 @@ def test_sampler_and_watchdog_layers(decoded_pack, monkeypatch):
 
 def test_labkit_profile_switch_needs_no_code_change(decoded_pack):
     script = textwrap.dedent(f"""
-        from labkit.datasets import DecodedArrayDataset
-        from labkit.loader import make_loader
+        from labkit.datasets.map_style import DecodedArrayDataset
+        from labkit.workers.loader_factory import make_loader
         for epoch in range(2):
             for images, labels in make_loader(DecodedArrayDataset({decoded_pack!r}), batch_size=8, num_workers=0):
                 pass

@@ -2,7 +2,7 @@ import time
 import pytest
 import torch
 
-from labkit.measure import describe_machine, machine_info, measure_loader
+from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader
 
 
 def test_counts_images_and_batches_of_measured_runs():
@@ -59,7 +59,7 @@ def test_passes_continue_one_stream_instead_of_abandoning_epochs_midway():
 
 
 def test_spread_indices_cover_the_whole_set_evenly():
-    from labkit.measure import spread_indices
+    from labkit.measure.loader_timing import spread_indices
 
     assert spread_indices(10, 5) == [0, 2, 4, 6, 8]
     assert spread_indices(3, 8) == [0, 1, 2]
@@ -87,7 +87,7 @@ def test_short_passes_are_repeated_until_they_add_up_to_min_seconds_within_max_r
 
 
 def test_time_epochs_times_each_whole_epoch_and_its_first_batch():
-    from labkit.measure import time_epochs
+    from labkit.measure.loader_timing import time_epochs
 
     class Slow:
         def __iter__(self):
@@ -105,8 +105,8 @@ def test_time_epochs_times_each_whole_epoch_and_its_first_batch():
 def test_warm_up_takes_every_batch_the_workers_prefetched_before_the_first_measured_pass():
     from torch.utils.data import DataLoader
 
-    from labkit.measure import prefetched_batches
-    from labkit.transfer import DevicePrefetcher
+    from labkit.device.transfer import DevicePrefetcher
+    from labkit.measure.loader_timing import prefetched_batches
 
     loader = DataLoader(list(range(64)), batch_size=2, num_workers=2, prefetch_factor=3)
     assert prefetched_batches(loader) == 6 and prefetched_batches(DevicePrefetcher(loader, device="cpu")) == 6

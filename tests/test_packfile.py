@@ -7,18 +7,18 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from labkit import packfuzz
-from labkit.decode import decode_pil
-from labkit.packfile import (HEADER_SIZE, ChecksumMismatchError, CorruptIndexError, EntryOutOfBoundsError,
-                             NotAPackError, PackReader, PackWriter, TruncatedPackError, UnsupportedVersionError,
-                             verify_pack)
-from labkit.packfuzz import SAMPLE_BLOBS as BLOBS, SAMPLE_LABELS as LABELS, patch, record_offset
+from labkit.decode.decoders import decode_pil
+from labkit.storage.pack_format import (HEADER_SIZE, ChecksumMismatchError, CorruptIndexError, EntryOutOfBoundsError,
+                                        NotAPackError, PackReader, PackWriter, TruncatedPackError,
+                                        UnsupportedVersionError, verify_pack)
+from labkit.tools import pack_fuzzer
+from labkit.tools.pack_fuzzer import SAMPLE_BLOBS as BLOBS, SAMPLE_LABELS as LABELS, patch, record_offset
 
 from conftest import OUT
 
 
 def _write(path, alignment=1):
-    return packfuzz.write_sample_pack(path, alignment)
+    return pack_fuzzer.write_sample_pack(path, alignment)
 
 
 @pytest.fixture()
@@ -82,7 +82,7 @@ def test_writer_refuses_bad_samples(tmp_path):
 def _write_elsewhere(writer, blobs, start=None):
     """Write ``blobs`` into the writer's file as another process would (aligned, one after another from
     ``start``, by default the writer's `data_end`) and give their records."""
-    from labkit.packfile import RECORD_DTYPE
+    from labkit.storage.pack_format import RECORD_DTYPE
 
     offset, records = writer.data_end if start is None else start, []
     fd = os.open(writer.tmp_path, os.O_WRONLY)
@@ -101,7 +101,7 @@ def _write_elsewhere(writer, blobs, start=None):
 def test_samples_written_by_another_process_and_single_samples_keep_their_order(tmp_path, alignment):
     """`add_written` records bytes another process wrote into the pack; mixed with `add`, the pack is
     the same as one written a sample at a time."""
-    from labkit.strtable import StringTable
+    from labkit.core.string_table import StringTable
 
     one_by_one = tmp_path / "one.pack"
     with PackWriter(one_by_one, ["a", "b"], alignment=alignment) as w:
@@ -120,7 +120,7 @@ def test_samples_written_by_another_process_and_single_samples_keep_their_order(
 
 
 def test_samples_written_elsewhere_are_refused_when_they_do_not_fit(tmp_path):
-    from labkit.strtable import StringTable
+    from labkit.core.string_table import StringTable
 
     names = StringTable.from_strings(["a/1", "a/2"])
     with PackWriter(tmp_path / "p.pack", ["a"]) as w:
@@ -169,7 +169,7 @@ def test_truncated(small_pack, keep):
 def test_index_entry_past_the_end_names_the_sample(small_pack):
     size = os.path.getsize(small_pack)
     patch(small_pack, record_offset(small_pack, 3), struct.pack("<Q", size + 10))
-    packfuzz.resign(small_pack)
+    pack_fuzzer.resign(small_pack)
     with pytest.raises(EntryOutOfBoundsError, match=r"sample 3 \('b/3.jpg'\)"):
         PackReader(small_pack)
 
@@ -209,51 +209,51 @@ FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 
 def _keeps_promise(tmp_path, mutation):
-    packfuzz.check_promise(packfuzz.damaged_copy(str(tmp_path / "fuzz.pack"), mutation))
+    pack_fuzzer.check_promise(pack_fuzzer.damaged_copy(str(tmp_path / "fuzz.pack"), mutation))
 
 
 @FUZZ
-@given(packfuzz.truncations())
+@given(pack_fuzzer.truncations())
 def test_fuzz_truncation(tmp_path, mutation):
     _keeps_promise(tmp_path, mutation)
 
 
 @FUZZ
-@given(packfuzz.flips())
+@given(pack_fuzzer.flips())
 def test_fuzz_flipped_bytes(tmp_path, mutation):
     _keeps_promise(tmp_path, mutation)
 
 
 @FUZZ
-@given(packfuzz.record_edits())
+@given(pack_fuzzer.record_edits())
 def test_fuzz_edited_and_resigned_index(tmp_path, mutation):
     _keeps_promise(tmp_path, mutation)
 
 
 @FUZZ
-@given(packfuzz.header_edits())
+@given(pack_fuzzer.header_edits())
 def test_fuzz_edited_and_resigned_header(tmp_path, mutation):
     _keeps_promise(tmp_path, mutation)
 
 
 def test_the_promise_check_catches_a_reader_that_breaks_it(tmp_path, monkeypatch):
     path = _write(str(tmp_path / "p.pack"))
-    assert packfuzz.check_promise(path) == "read"
+    assert pack_fuzzer.check_promise(path) == "read"
     monkeypatch.setattr(PackReader, "read", lambda self, i: b"changed")
-    with pytest.raises(packfuzz.BrokenPromise, match="sample 0 came back changed"):
-        packfuzz.check_promise(path)
+    with pytest.raises(pack_fuzzer.BrokenPromise, match="sample 0 came back changed"):
+        pack_fuzzer.check_promise(path)
     monkeypatch.setattr(PackReader, "read", lambda self, i: [][i])
-    with pytest.raises(packfuzz.BrokenPromise, match="IndexError, not a PackError"):
-        packfuzz.check_promise(path)
+    with pytest.raises(pack_fuzzer.BrokenPromise, match="IndexError, not a PackError"):
+        pack_fuzzer.check_promise(path)
 
 
 def test_a_failed_background_sync_fails_the_pack_instead_of_publishing_it(tmp_path, monkeypatch):
-    from labkit import packfile
+    from labkit.storage import pack_format
 
     def failing_sync(fd):
         raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(packfile, "SYNC_BEHIND", 1)  # every sample starts a background sync
+    monkeypatch.setattr(pack_format, "SYNC_BEHIND", 1)  # every sample starts a background sync
     monkeypatch.setattr(os, "fdatasync", failing_sync)
     w = PackWriter(tmp_path / "p.pack", ["a"])
     w.add(b"sample bytes", 0, "a/0.jpg")

@@ -3,10 +3,10 @@ import os
 import pytest
 import torch
 
-from labkit.folders import scan_image_folder
-from labkit.packfile import PackReader
-from labkit.packing import pack_folder, read_file
-from labkit.synthetic import read_manifest
+from labkit.course.synthetic_data import read_manifest
+from labkit.storage.image_folder import scan_image_folder
+from labkit.storage.pack_format import PackReader
+from labkit.storage.packing import pack_folder, read_file
 
 
 def test_packs_every_file_in_folder_order(photos, encoded_pack):
@@ -50,7 +50,7 @@ def test_pool_after_openmp_in_the_parent_does_not_hang(photos, tmp_path):
     # torch op would wait for them forever (GNU libgomp is not fork-safe).
     from torch.utils.data import DataLoader
 
-    from labkit.transfer import normalize_uint8
+    from labkit.device.transfer import normalize_uint8
 
     pack_folder(photos, str(tmp_path / "first.pack"), decoded_size=16, workers=2, progress=False)
     batch = next(iter(DataLoader([(normalize_uint8(torch.zeros(3, 256, 256, dtype=torch.uint8)), 0)] * 8,
@@ -74,7 +74,7 @@ def test_a_pack_is_the_same_bytes_at_any_worker_count(photos, tmp_path, options)
 
 
 def test_a_failed_pack_leaves_nothing_behind(photos, tmp_path, monkeypatch):
-    from labkit import packing
+    from labkit.storage import packing
 
     def broken_write(*args, **kwargs):
         raise OSError("disk full (simulated)")
@@ -99,7 +99,7 @@ def test_read_file_gives_every_byte(tmp_path, size):
 def test_a_packing_process_that_dies_fails_the_pack_instead_of_hanging_it(photos, tmp_path, monkeypatch):
     import signal
 
-    from labkit import packing
+    from labkit.storage import packing
 
     sample_bytes = packing._sample_bytes
 

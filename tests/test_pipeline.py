@@ -5,10 +5,10 @@ import os
 import numpy as np
 import pytest
 
-from labkit.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
-from labkit.decode import DecodeError
-from labkit.pipeline import PipelineError, StagedPipeline, segment_exists
-from labkit.synthetic import ClipSpec, make_clips
+from labkit.course.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
+from labkit.course.synthetic_data import ClipSpec, make_clips
+from labkit.decode.decoders import DecodeError
+from labkit.workers.staged_pipeline import PipelineError, StagedPipeline, segment_exists
 
 SPEC = ClipSpec(n=6, classes=2, frames=4, width=64, height=48, seed=1)
 

@@ -4,8 +4,9 @@ import os
 import numpy as np
 import pytest
 
-from labkit.procmem import (LINUX, PeakMemory, PeakRss, describe_tree_memory, os_name, private_bytes, read_memory,
-                            rss_bytes, tree_memory_bytes, tree_memory_measure, tree_rss_bytes)
+from labkit.measure.process_memory import (LINUX, PeakMemory, PeakRss, describe_tree_memory, os_name, private_bytes,
+                                           read_memory, rss_bytes, tree_memory_bytes, tree_memory_measure,
+                                           tree_rss_bytes)
 
 MIB = 2**20
 
@@ -56,7 +57,7 @@ def test_tree_counts_worker_processes():
 
     from torch.utils.data import DataLoader
 
-    from labkit.procmem import cpu_seconds, descendants, pss_bytes, tree_cpu_seconds
+    from labkit.measure.process_memory import cpu_seconds, descendants, pss_bytes, tree_cpu_seconds
 
     loader = DataLoader(range(8), batch_size=2, num_workers=2, persistent_workers=True)
     iterator = iter(loader)
@@ -76,7 +77,7 @@ def test_running_tells_a_live_process_from_an_exited_unreaped_one():
     import sys
     import time
 
-    from labkit.procmem import running
+    from labkit.core.machine import running
 
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     assert running(child.pid)

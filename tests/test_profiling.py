@@ -4,14 +4,14 @@ import time
 import matplotlib
 import pytest
 import torch
+from conftest import OUT
 from torch.utils.data import DataLoader, default_collate
 
-from labkit.collate import stack_uint8
-from labkit.datasets import DecodedArrayDataset, ImageFolderDataset, PackedDataset
-from labkit.profiling import (ProfiledLoader, Timeline, advise, explain_bottleneck, find_slow_samples, profile_loader,
-                              record_timeline, verdict)
-
-from conftest import OUT
+from labkit.collate.collate_fns import stack_uint8
+from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.diagnose.bottleneck import Timeline, advise, explain_bottleneck, find_slow_samples, record_timeline
+from labkit.measure.step_profile import profile_loader
+from labkit.workers.profiled_loader import ProfiledLoader, verdict
 
 matplotlib.use("Agg")
 
@@ -160,7 +160,7 @@ def test_copy_stages_advise_uint8_only_for_float_batches():
 @pytest.fixture(scope="module")
 def large_photos(tmp_path_factory):
     """Photos big enough (800x600 into 32x32) that decoding is the slowest stage on any machine."""
-    from labkit.synthetic import PhotoSpec, make_photos
+    from labkit.course.synthetic_data import PhotoSpec, make_photos
 
     root = str(tmp_path_factory.mktemp("large") / "photos")
     make_photos(root, PhotoSpec(n=8, classes=2, width=800, height=600, seed=2), workers=1, progress=False)

@@ -4,8 +4,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from labkit.collate import detection_collate, graph_collate, pad_collate
-from labkit.ragged import OBJECT_CLASSES, RandomGraphDataset, ShapesDetectionDataset, TokenSequenceDataset
+from labkit.collate.collate_fns import detection_collate, graph_collate, pad_collate
+from labkit.course.ragged_data import OBJECT_CLASSES, RandomGraphDataset, ShapesDetectionDataset, TokenSequenceDataset
 
 
 def test_detection_samples_differ_in_size_and_boxes_lie_inside_their_image(encoded_pack):

@@ -1,4 +1,4 @@
-"""labkit.resume_demo: killed with SIGKILL mid-epoch and resumed, it trains on every sample exactly once."""
+"""labkit.course.resume_demo: killed with SIGKILL mid-epoch and resumed, it trains on every sample exactly once."""
 
 import os
 import signal
@@ -9,12 +9,12 @@ import time
 import pytest
 import torch
 
-from labkit.checkpoint import load_checkpoint
-from labkit.resume_demo import train
+from labkit.course.resume_demo import train
+from labkit.distributed.checkpoint import load_checkpoint
 
 
 def _command(pack, ckpt):
-    return [sys.executable, "-m", "labkit.resume_demo", "--pack", pack, "--checkpoint", ckpt, "--batch", "4",
+    return [sys.executable, "-m", "labkit.course.resume_demo", "--pack", pack, "--checkpoint", ckpt, "--batch", "4",
             "--every", "2", "--step-s", "0.05"]
 
 

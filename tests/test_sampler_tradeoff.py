@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch.utils.data import RandomSampler
 
-from labkit.samplers import score_order
-from labkit.sampler_tradeoff import block_sizes, plot_tradeoff, sweep_block_sizes
+from labkit.samplers.order_scores import block_sizes, plot_tradeoff, sweep_block_sizes
+from labkit.samplers.resumable import score_order
 
 matplotlib.use("Agg")
 

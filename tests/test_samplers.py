@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from torch.utils.data import DataLoader, Dataset
 
-from labkit.samplers import (BlockShuffleSampler, ClassBalancedSampler, DistributedBlockSampler,
-                             GroupedBatchSampler, RandomOffsetSequentialSampler, batch_class_entropy,
-                             pages_per_batch, block_shuffle_order, mean_displacement, page_buffer_order)
+from labkit.samplers.resumable import (BlockShuffleSampler, ClassBalancedSampler, DistributedBlockSampler,
+                                       GroupedBatchSampler, RandomOffsetSequentialSampler, batch_class_entropy,
+                                       pages_per_batch, block_shuffle_order, mean_displacement, page_buffer_order)
 
 
 class Indices(Dataset):
@@ -179,7 +179,7 @@ def test_resume_inside_torchdata_stateful_dataloader(workers):
 
 
 def test_block_layout_for_batches_reads_each_batch_from_a_few_blocks():
-    from labkit.samplers import BlockShuffleSampler
+    from labkit.samplers.resumable import BlockShuffleSampler
 
     sampler = BlockShuffleSampler.for_batches(2000, 64, seed=1)
     assert (sampler.block_size, sampler.window) == (125, 4)
@@ -191,7 +191,7 @@ def test_block_layout_for_batches_reads_each_batch_from_a_few_blocks():
 
 
 def test_score_order_reads_randomness_and_locality_side_by_side():
-    from labkit.samplers import score_order
+    from labkit.samplers.resumable import score_order
 
     n, batch = 256, 16
     labels, offsets, lengths = np.arange(n) // 32, np.arange(n) * 1000, np.full(n, 1000)

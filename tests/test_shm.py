@@ -1,7 +1,7 @@
 """A too-small /dev/shm, reproduced: what torch reports, that the doctor predicted it, and that its fix works.
 
 The loaders run in a child process (shm_child.py) with a private 16 MiB /dev/shm
-(`labkit.shm.private_shm`), like a container started without ``--shm-size``. Where the OS
+(`labkit.diagnose.small_shm.private_shm`), like a container started without ``--shm-size``. Where the OS
 does not allow that, those tests skip with the reason and the doctor's estimate is still
 tested on the same plans with a synthetic 16 MiB /dev/shm.
 """
@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from labkit.doctor import LoaderPlan, MemoryFacts, check_shared_memory
+from labkit.core.machine import MemoryFacts
+from labkit.diagnose.doctor import LoaderPlan, check_shared_memory
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 2**20
@@ -95,7 +96,7 @@ def test_a_batch_returned_whole_is_dropped_and_the_watchdog_says_where_to_look(s
 
 
 def test_private_shm_refuses_a_size_below_one_page():
-    from labkit.shm import private_shm
+    from labkit.diagnose.small_shm import private_shm
 
     with pytest.raises(ValueError, match="4096"):
         private_shm(100)

@@ -1,4 +1,4 @@
-"""labkit.shm_demo: the lab's script for a too-small /dev/shm runs plans as its docstring says."""
+"""labkit.diagnose.small_shm_demo: the lab's script for a too-small /dev/shm runs plans as its docstring says."""
 
 import json
 import subprocess
@@ -9,7 +9,7 @@ import pytest
 
 @pytest.mark.timeout(120)
 def test_overflowing_plan_fails_as_torch_reports_it_and_its_fix_completes():
-    out = subprocess.run([sys.executable, "-m", "labkit.shm_demo", "--shm-mib", "16", "--plan", "2,4,64",
+    out = subprocess.run([sys.executable, "-m", "labkit.diagnose.small_shm_demo", "--shm-mib", "16", "--plan", "2,4,64",
                           "--plan", "2,1,16"], capture_output=True, text=True, timeout=100)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]

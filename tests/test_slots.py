@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch.utils.data import Dataset, SequentialSampler
 
-from labkit.slots import SlotLoader
+from labkit.workers.shared_slots import SlotLoader
 
 
 class Numbered(Dataset):

@@ -10,12 +10,13 @@ from multiprocessing import shared_memory
 import pytest
 from torch.utils.data import Dataset
 
-from labkit.datasets import PackedDataset
-from labkit.eventlog import SharedLog
-from labkit.folders import scan_image_folder
-from labkit.packfile import PackWriter
-from labkit.procmem import LINUX, MEASURES, running
-from labkit.soak import GROWTH_FLOOR, GROWTH_LIMIT, MAIN, _join_threads_started_since, open_fds, run_soak
+from labkit.core.machine import running
+from labkit.core.shared_log import SharedLog
+from labkit.datasets.map_style import PackedDataset
+from labkit.diagnose.soak import GROWTH_FLOOR, GROWTH_LIMIT, MAIN, _join_threads_started_since, open_fds, run_soak
+from labkit.measure.process_memory import LINUX, MEASURES
+from labkit.storage.image_folder import scan_image_folder
+from labkit.storage.pack_format import PackWriter
 
 
 def _note_start(log, worker_id):

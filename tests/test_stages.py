@@ -1,4 +1,4 @@
-"""labkit.stages: each decoder's chain of stages gives the decoder's own image, and times every stage."""
+"""labkit.diagnose.stage_timing: each decoder's chain of stages gives the decoder's own image, and times every stage."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import os
 import pytest
 import torch
 
-from labkit.decode import DECODERS, get_decoder
-from labkit.folders import scan_image_folder
-from labkit.stages import STAGES, compare_decoders, run_stages, stage_chain, time_stages
-from labkit.transfer import normalize_uint8
+from labkit.decode.decoders import DECODERS, get_decoder
+from labkit.device.transfer import normalize_uint8
+from labkit.diagnose.stage_timing import STAGES, compare_decoders, run_stages, stage_chain, time_stages
+from labkit.storage.image_folder import scan_image_folder
 
 OUT = 48
 

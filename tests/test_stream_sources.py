@@ -9,9 +9,9 @@ from collections import Counter
 import pytest
 from torch.utils.data import DataLoader
 
-from labkit.packfile import PackReader, PackWriter
-from labkit.stream_sources import feed_stream, pack_records, record_key, record_key_and_worker, split_pack
-from labkit.streaming import LiveStreamDataset, ShardedIterableDataset, Stream
+from labkit.datasets.iterable import LiveStreamDataset, ShardedIterableDataset, Stream
+from labkit.storage.pack_format import PackReader, PackWriter
+from labkit.storage.shards import feed_stream, pack_records, record_key, record_key_and_worker, split_pack
 
 
 def _write_pack(path, n):
@@ -96,7 +96,7 @@ def test_ddp_shards_demo_stages_once_balances_steps_and_times_out_on_whole_shard
     for k, size in enumerate([5, 21, 8]):
         shards.append(_write_pack(str(tmp_path / f"s{k}.pack"), size))
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "labkit.ddp_shards", "--local-dir", str(tmp_path / "local"), "--workers", "1", "--batch", "2",
+               "-m", "labkit.course.ddp_shards_demo", "--local-dir", str(tmp_path / "local"), "--workers", "1", "--batch", "2",
                "--timeout", "5", *shards]
     out = subprocess.run(command, capture_output=True, text=True, timeout=200)
     text = out.stdout

@@ -8,8 +8,8 @@ import sys
 import pytest
 from torch.utils.data import DataLoader
 
-from labkit.packfile import PackWriter
-from labkit.streaming import LiveStreamDataset, NaiveIterableDataset, ShardedIterableDataset, Stream
+from labkit.datasets.iterable import LiveStreamDataset, NaiveIterableDataset, ShardedIterableDataset, Stream
+from labkit.storage.pack_format import PackWriter
 
 
 def _records(batches):
@@ -184,7 +184,7 @@ def test_ddp_over_uneven_shards_finishes_two_epochs_under_torchrun(uneven_shards
 def test_a_spawned_worker_keeps_the_rank_of_the_process_that_pickled_it(shards, monkeypatch):
     import pickle
 
-    import labkit.streaming as streaming
+    import labkit.datasets.iterable as streaming
 
     ds = ShardedIterableDataset(shards)  # rank and world size left to torch.distributed
     monkeypatch.setattr(streaming, "rank_and_world", lambda rank, world: (1, 2))  # as under a process group

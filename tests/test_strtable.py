@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from labkit.strtable import StringTable
+from labkit.core.string_table import StringTable
 
 
 @given(st.lists(st.binary(max_size=40), max_size=50))
@@ -42,7 +42,7 @@ def test_rejects_offsets_that_do_not_fit_the_blob():
 
 
 def test_printable_shows_non_utf8_bytes_instead_of_failing():
-    from labkit.strtable import printable
+    from labkit.core.string_table import printable
 
     name = os.fsdecode(b"caf\xe9.jpg")
     assert printable(name) == "caf\\xe9.jpg" and printable("ok.jpg") == "ok.jpg"

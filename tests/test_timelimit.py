@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from labkit.timelimit import TimeLimitExceeded, time_limit
+from labkit.course.time_limits import TimeLimitExceeded, time_limit
 
 
 def test_a_blocking_call_is_stopped_at_the_limit_and_named():
@@ -23,9 +23,9 @@ def test_a_block_that_finishes_in_time_is_untouched_and_the_alarm_is_cleared():
 
 
 def test_without_sigalrm_a_timer_interrupts_python_code(monkeypatch):
-    import labkit.timelimit
+    import labkit.course.time_limits
 
-    monkeypatch.setattr(labkit.timelimit, "HAS_ALARM", False)  # as on Windows
+    monkeypatch.setattr(labkit.course.time_limits, "HAS_ALARM", False)  # as on Windows
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # whatever SIGINT handler was there must not matter
     try:
         with pytest.raises(TimeLimitExceeded, match="polling loop"):

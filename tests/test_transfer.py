@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torchvision.transforms import v2
 
-from labkit.collate import MixUp, mix_batch
-from labkit.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_mix_uint8, normalize_uint8
+from labkit.collate.collate_fns import MixUp, mix_batch
+from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_mix_uint8, normalize_uint8
 
 
 def _batches(n=4, batch=6):
@@ -121,11 +121,11 @@ def test_fused_normalize_and_mix_equals_normalize_then_mix(lam, seed, n):
 
 
 def test_prefetcher_folds_mixup_into_normalisation_with_the_same_draws(monkeypatch):
-    import labkit.transfer
+    import labkit.device.transfer
 
     calls = []
-    real = labkit.transfer.normalize_mix_uint8
-    monkeypatch.setattr(labkit.transfer, "normalize_mix_uint8", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = labkit.device.transfer.normalize_mix_uint8
+    monkeypatch.setattr(labkit.device.transfer, "normalize_mix_uint8", lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setattr(MixUp, "__call__", lambda *a: pytest.fail("MixUp ran after normalising, not fused"))
     batches = _batches(n=5)
     prefetcher = DevicePrefetcher(batches, "cpu", mix=MixUp(3, alpha=1.0, seed=7))

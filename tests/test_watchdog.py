@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from labkit.watchdog import LoaderHangError, LoaderWorkerError, watched_loader
+from labkit.workers.watchdog import LoaderHangError, LoaderWorkerError, watched_loader
 
 
 class StuckAt:
@@ -134,8 +134,8 @@ class _LoaderWithADeadWorker:
 
 
 def test_a_broken_connection_from_a_dead_worker_is_reported_as_its_death(tmp_path):
-    from labkit.eventlog import SharedLog
-    from labkit.watchdog import WatchedLoader
+    from labkit.core.shared_log import SharedLog
+    from labkit.workers.watchdog import WatchedLoader
 
     loader = WatchedLoader(_LoaderWithADeadWorker(), timeout=1, dump_dir=str(tmp_path), log=SharedLog())
     with pytest.raises(LoaderWorkerError, match=r"a worker died \(ConnectionResetError.*\n.*pid 4242\): dead"):
@@ -200,7 +200,7 @@ def test_under_every_start_method_a_worker_still_starting_is_no_hang(method, no_
 
 @pytest.mark.timeout(60)
 def test_a_worker_that_never_finishes_starting_is_reported_as_starting(monkeypatch, no_leaks):
-    import labkit.watchdog as watchdog
+    import labkit.workers.watchdog as watchdog
 
     monkeypatch.setattr(watchdog, "STARTUP_LIMIT_S", 1.0)
     loader = watched_loader(StuckAt(stuck=-1), timeout=0.5, batch_size=4, num_workers=2,
@@ -230,8 +230,8 @@ class _LoaderWhoseConnectionBreaksForAnotherReason(_LoaderWithADeadWorker):
 
 
 def test_a_broken_connection_with_every_worker_alive_is_reraised_and_says_so(tmp_path, monkeypatch):
-    from labkit.eventlog import SharedLog
-    import labkit.watchdog as watchdog
+    import labkit.workers.watchdog as watchdog
+    from labkit.core.shared_log import SharedLog
 
     monkeypatch.setattr(watchdog, "DEATH_WAIT_S", 0.1)
     loader = watchdog.WatchedLoader(_LoaderWhoseConnectionBreaksForAnotherReason(), timeout=1,

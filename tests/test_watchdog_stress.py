@@ -24,8 +24,8 @@ import time
 import pytest
 import torch
 
-from labkit.slots import SlotLoader
-from labkit.watchdog import LoaderWorkerError, watched_loader
+from labkit.workers.shared_slots import SlotLoader
+from labkit.workers.watchdog import LoaderWorkerError, watched_loader
 
 N, BATCH, WORKERS = 80, 4, 2
 

@@ -1,12 +1,14 @@
 """The notebooks' panels, driven through the callbacks their widgets call, without a frontend."""
 
+import os
+
 import numpy as np
 import pytest
 
-from labkit.doctor import MemoryFacts
-from labkit.packfile import PackReader
-from labkit.widgets import LoaderPanel, LoaderSettings, SamplerPanel
-from labkit.workspace import Workspace
+from labkit.core.machine import MemoryFacts
+from labkit.course.panels import LoaderPanel, LoaderSettings, SamplerPanel
+from labkit.course.workspace import Workspace
+from labkit.storage.pack_format import PackReader
 
 GIB = 2**30
 
@@ -14,7 +16,7 @@ GIB = 2**30
 @pytest.fixture()
 def workspace(photos, encoded_pack, decoded_pack):
     reader = PackReader(encoded_pack)
-    return Workspace(photos, encoded_pack, decoded_pack, reader.classes, len(reader))
+    return Workspace(photos, encoded_pack, decoded_pack, reader.classes, len(reader), os.path.dirname(encoded_pack))
 
 
 def _panel(workspace, **kwargs):
@@ -89,7 +91,7 @@ def test_sampler_panel_scores_follow_block_size_and_window(encoded_pack):
 
 
 def test_checklist_reads_the_ticked_boxes_and_refuses_what_cannot_run(capsys):
-    from labkit.widgets import Checklist
+    from labkit.course.panels import Checklist
 
     options = [("v1", "baseline"), ("v2", "workers"), ("v8", "GPU decode")]
     picker = Checklist(options, selected=["v2", "v1"], unavailable={"v8": "needs a CUDA device"})

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from labkit.datasets import NaivePathListDataset, PathTableDataset
-from labkit.workermem import MIB, trace_worker_memory
+from labkit.datasets.map_style import NaivePathListDataset, PathTableDataset
+from labkit.diagnose.worker_memory import MIB, trace_worker_memory
 
 N = 100_000
 linux_fork = pytest.mark.skipif(not sys.platform.startswith("linux") or multiprocessing.get_start_method() != "fork",
@@ -57,8 +57,8 @@ def test_needs_workers():
 def test_pages_of_a_mapped_pack_count_in_rss_but_not_as_anonymous(tmp_path):
     """Workers that read a memory-mapped pack hold its pages: RSS grows by them (shared with the
     page cache, reclaimable), the unique anonymous reading (what a leak or copy-on-write grows) does not."""
-    from labkit.datasets import DecodedArrayDataset
-    from labkit.packfile import PackWriter
+    from labkit.datasets.map_style import DecodedArrayDataset
+    from labkit.storage.pack_format import PackWriter
 
     path = tmp_path / "big.pack"
     with PackWriter(path, ["a"], decoded_shape=(3, 64, 64), alignment=64) as writer:

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from labkit.workspace import prepare
+from labkit.course.workspace import prepare
 
 from conftest import SMALL
 
@@ -27,10 +27,10 @@ def test_prepare_packs_once_and_again_only_when_the_folder_changes(photos, tmp_p
 
 
 def test_prepare_makes_the_data_set_when_missing(tmp_path, monkeypatch, capsys):
-    import labkit.workspace as workspace
+    import labkit.course.workspace as workspace
 
     monkeypatch.setenv(workspace.DATA_ENV, str(tmp_path / "kit"))
-    from labkit.synthetic import PhotoSpec
+    from labkit.course.synthetic_data import PhotoSpec
 
     monkeypatch.setattr(workspace, "QUICK_COUNT", 6)
     monkeypatch.setattr(workspace, "PhotoSpec", lambda n: PhotoSpec(n=n, classes=2, width=64, height=48))
@@ -40,7 +40,8 @@ def test_prepare_makes_the_data_set_when_missing(tmp_path, monkeypatch, capsys):
 
 def test_data_root_is_the_clone_data_folder_or_the_environment_variable(tmp_path, monkeypatch):
     import labkit
-    from labkit.workspace import DATA_ENV, data_root
+    from labkit.core.environment import DATA_ENV
+    from labkit.course.workspace import data_root
 
     monkeypatch.delenv(DATA_ENV, raising=False)
     clone = os.path.dirname(os.path.dirname(os.path.abspath(labkit.__file__)))
@@ -51,8 +52,8 @@ def test_data_root_is_the_clone_data_folder_or_the_environment_variable(tmp_path
 
 
 def test_course_workspace_keeps_quick_and_full_data_apart(tmp_path, monkeypatch, capsys):
-    import labkit.workspace as workspace
-    from labkit.synthetic import PhotoSpec
+    import labkit.course.workspace as workspace
+    from labkit.course.synthetic_data import PhotoSpec
 
     monkeypatch.setenv(workspace.DATA_ENV, str(tmp_path))
     monkeypatch.setattr(workspace, "QUICK_COUNT", 4)
@@ -135,7 +136,8 @@ def test_the_ablation_runs_on_a_read_only_folder_and_leaves_it_untouched(photos,
 
 
 def test_derived_files_of_an_outside_folder_go_to_the_kit_data_folder_under_a_name_of_its_path(tmp_path, monkeypatch):
-    from labkit.workspace import DATA_ENV, derived_folder
+    from labkit.core.environment import DATA_ENV
+    from labkit.course.workspace import derived_folder
 
     monkeypatch.setenv(DATA_ENV, str(tmp_path / "kit"))
     a, b = derived_folder(str(tmp_path / "x" / "photos")), derived_folder(str(tmp_path / "y" / "photos"))

@@ -1,7 +1,7 @@
 """A plain training loop over the course's photos, with nothing in it that measures anything.
 
-Set LABKIT_PROFILE=1 in its environment and the loader that `labkit.loader.make_loader` returns is
-wrapped in `labkit.profiling.ProfiledLoader`, which prints after every epoch how long the loop waited
+Set LABKIT_PROFILE=1 in its environment and the loader that `labkit.workers.loader_factory.make_loader` returns is
+wrapped in `labkit.workers.profiled_loader.ProfiledLoader`, which prints after every epoch how long the loop waited
 for data and how long it spent on each batch — without a line of this file changing (notebook 11):
 
     LABKIT_PROFILE=1 python notebooks/scripts/train_small.py --epochs 2
@@ -9,11 +9,11 @@ for data and how long it spent on each batch — without a line of this file cha
 
 import argparse
 
-from labkit.ablation import model_step
-from labkit.datasets import PackedDataset
-from labkit.loader import make_loader
-from labkit.transfer import DevicePrefetcher
-from labkit.workspace import course_workspace
+from labkit.course.ablation import model_step
+from labkit.course.workspace import course_workspace
+from labkit.datasets.map_style import PackedDataset
+from labkit.device.transfer import DevicePrefetcher
+from labkit.workers.loader_factory import make_loader
 
 
 def main() -> None:

@@ -1,0 +1,34 @@
+"""The error every kit error derives from, switches and environment (the LABKIT_* flags, usable CPUs), string
+tables that DataLoader workers can share without copy-on-write, the log every process of a loader can append
+to, and host tensors and buffers reused between batches.
+
+Import rule: labkit.core imports no other labkit package.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "flag": "environment",
+    "quick_mode": "environment",
+    "profile_enabled": "environment",
+    "usable_cpu_ids": "environment",
+    "usable_cpus": "environment",
+    "clone_root": "environment",
+    "QUICK_ENV": "environment",
+    "PROFILE_ENV": "environment",
+    "DATA_ENV": "environment",
+    "LabkitError": "errors",
+    "storage_refs": "host_buffers",
+    "HostBuffers": "host_buffers",
+    "batch_buffer": "host_buffers",
+    "running": "machine",
+    "MemoryFacts": "machine",
+    "memory_facts": "machine",
+    "SharedLog": "shared_log",
+    "StringTable": "string_table",
+    "printable": "string_table",
+})

@@ -1,0 +1,59 @@
+"""Switches and facts read from the environment, in one place so every command, notebook and worker agrees.
+
+The ``LABKIT_*`` variables (`QUICK_ENV`, `PROFILE_ENV`, `DATA_ENV`), the CPUs this process may use,
+and the clone labkit runs from.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+QUICK_ENV = "LABKIT_QUICK"
+PROFILE_ENV = "LABKIT_PROFILE"
+DATA_ENV = "LABKIT_DATA"
+
+
+def flag(name: str, default: bool = False) -> bool:
+    """An on/off ``LABKIT_*`` switch: on when set to anything but ``""``/``0``/``false``/``no``; ``default``
+    when unset."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() not in ("", "0", "false", "no")
+
+
+def quick_mode(default: bool = False) -> bool:
+    """``LABKIT_QUICK``: every command and notebook then shrinks its data to run on a 2-core laptop in under
+    a minute.
+
+    ``default`` answers when the variable is unset: the CLI runs at full scale unless asked,
+    the notebooks run quick unless asked (a learner's first run should take a minute, not an hour).
+    """
+    return flag(QUICK_ENV, default)
+
+
+def profile_enabled() -> bool:
+    """``LABKIT_PROFILE``: labkit's loaders print a wait/compute report at the end of every epoch."""
+    return flag(PROFILE_ENV)
+
+
+def usable_cpu_ids() -> List[int]:
+    """Ids of the CPUs this process may run on (taskset/cgroup affinity; every CPU where the OS has no
+    affinity call)."""
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return list(range(os.cpu_count() or 1))
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (respects affinity, unlike ``os.cpu_count``)."""
+    return len(usable_cpu_ids())
+
+
+def clone_root() -> Optional[str]:
+    """The top of the source checkout labkit runs from (the folder holding its pyproject.toml), or None for
+    an installed labkit."""
+    top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return top if os.path.exists(os.path.join(top, "pyproject.toml")) else None

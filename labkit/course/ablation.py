@@ -1,0 +1,500 @@
+"""The seed's four-version ablation (section 5) on this machine, and the versions beyond it.
+
+v1–v4 follow the seed's code paths (files + PIL + Resize/ToTensor/Normalize in the worker,
+then workers and pinning, then an mmap'd pack, then prefetch_factor=4 and MixUp in
+collate); v5–v8 follow this kit's rules (uint8 across processes in reused shared memory,
+normalise and mix on the device, decode less or not at all, let the autotuner choose, decode
+on the GPU). Every
+version ends with the same thing — a normalised float batch (MixUp'd from v4 on) on the
+device — so their step times compare like for like. One run, one table, one plot; the
+seed's own numbers stand beside ours, and where its claims do not hold here, the notes say
+so with the numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, RandomSampler
+from tqdm.auto import tqdm
+
+from labkit.collate.collate_fns import MixUp, MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
+from labkit.core.environment import usable_cpus
+from labkit.core.host_buffers import HostBuffers
+from labkit.course.workspace import OUTPUT_SIZE, Workspace
+from labkit.datasets.map_style import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
+                                       PackedDataset)
+from labkit.decode.decoders import DECODERS, decode, decode_jpeg_batch
+from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
+from labkit.diagnose.autotuner import NO_DECODE, Budget, Config, autotune, default_budget
+from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader, spread_indices
+from labkit.measure.page_cache import empty_page_cache, mapping_processes, resident_share
+from labkit.measure.process_memory import PeakMemory, describe_tree_memory, tree_cpu_seconds, tree_memory_measure
+from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.workers.shared_slots import SlotLoader
+from labkit.workers.thread_budget import main_thread_budget, torch_threads
+
+SEED_BATCH = 64
+SEED_MACHINE = "the seed's run: 8-core CPU, one consumer GPU, SSD, 20,000 photos of about 200 KB"
+
+
+@dataclass(frozen=True)
+class Version:
+    id: str
+    name: str
+    storage: str  # "folder", "pack", "decoded", "bytes" (encoded files for the GPU), or "tuned"
+    decoder: str  # a labkit decoder, "fastest", "none", "gpu" or "tuned"
+    workers: bool
+    prefetch: Optional[int]  # None: DataLoader's default (2)
+    normalize_in_workers: bool
+    mix: str  # "none", "collate" (float MixUp in the workers) or "device"
+    sampler: str = "random"  # or "block"
+    seed_step_s: Optional[float] = None
+    cuda_only: bool = False
+    reuse_host_buffers: bool = False  # labkit.core.host_buffers: float batches written into reused CPU memory
+    budget_main_threads: bool = False  # main process runs only on the cores the workers leave
+    checksum_reads: bool = True  # False: checksums were verified once (labkit verify), not on every read
+    batch_slots: bool = False  # labkit.workers.shared_slots: workers write batches into reused shared memory (CPU device only:
+    # with CUDA the DataLoader's pin thread copies batches to pinned memory off the training thread)
+
+
+VERSIONS: Tuple[Version, ...] = (
+    Version("v1", "files, PIL, Resize+ToTensor+Normalize, num_workers=0", "folder", "pil", False, None, True,
+            "none", seed_step_s=0.58),
+    Version("v2", "+ workers, pin_memory, persistent_workers", "folder", "pil", True, None, True, "none",
+            seed_step_s=0.35),
+    Version("v3", "+ one packed file read through mmap", "pack", "pil", True, None, True, "none", seed_step_s=0.26),
+    Version("v4", "+ prefetch_factor=4, MixUp in collate", "pack", "pil", True, 4, True, "collate", seed_step_s=0.21),
+    Version("v5", "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device", "pack",
+            "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True),
+    Version("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", "decoded",
+            "none", False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
+            checksum_reads=False),
+    Version("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
+            reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False),
+    Version("v8", "GPU JPEG decode (nvJPEG), whole batch at once", "bytes", "gpu", True, 4, False, "device",
+            cuda_only=True, reuse_host_buffers=True, budget_main_threads=True),
+)
+
+
+class NormalizeInWorker:
+    """The seed's ToTensor + Normalize, run inside ``__getitem__`` (v1–v4): float32 crosses processes."""
+
+    def __call__(self, image: torch.Tensor) -> torch.Tensor:
+        return normalize_uint8(image)
+
+
+@dataclass
+class Settings:
+    batch_size: int = SEED_BATCH
+    workers: Optional[int] = None  # None: every usable CPU
+    runs: int = 3
+    steps: int = 20  # batches per measured run (at most one epoch)
+    min_seconds: float = 3.0  # a fast version is measured over more runs until they add up to this long
+    model: bool = False
+    cold: bool = False
+    seed: int = 0
+    device: str = ""  # "": cuda when available, else cpu
+
+    def resolved_device(self) -> torch.device:
+        return torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+
+    def resolved_workers(self) -> int:
+        return usable_cpus() if self.workers is None else self.workers
+
+
+@dataclass
+class Result:
+    id: str
+    name: str
+    images_per_s: float
+    step_s: float
+    runs_images_per_s: List[float]
+    cpu_util: float
+    peak_memory_mb: float  # main process + workers, shared pages once: PSS summed (`labkit.measure.process_memory.tree_memory_bytes`)
+    gpu_busy: Optional[float]
+    seed_step_s: Optional[float]
+    loader: Dict[str, Any] = field(default_factory=dict)
+    speedup_vs_v1: float = 1.0
+    cache: Dict[str, Any] = field(default_factory=dict)  # share of the data cached at the start; cold: how emptied
+
+
+def fastest_decoder(ws: Workspace, samples: int = 16) -> Tuple[str, Dict[str, float]]:
+    """Time each decoder on the same files (spread over every class) in this process; the fastest is v5's."""
+    reader = PackedDataset(ws.pack).reader
+    blobs = [reader.read(i) for i in spread_indices(len(reader), samples)]
+    times = {}
+    for name in DECODERS:
+        decode(blobs[0], OUTPUT_SIZE, name)  # first call pays imports
+        t0 = time.perf_counter()
+        for blob in blobs:
+            decode(blob, OUTPUT_SIZE, name)
+        times[name] = (time.perf_counter() - t0) / len(blobs)
+    return min(times, key=times.get), times
+
+
+def _dataset(version: Version, ws: Workspace, decoder: str) -> LabeledImageDataset:
+    transform = NormalizeInWorker() if version.normalize_in_workers else None
+    if version.storage == "folder":
+        return ImageFolderDataset(ws.folder, decoder, OUTPUT_SIZE, transform=transform)
+    if version.storage == "pack":
+        return PackedDataset(ws.pack, decoder, OUTPUT_SIZE, transform=transform, check_crc=version.checksum_reads)
+    if version.storage == "decoded":
+        return DecodedArrayDataset(ws.decoded_pack, check_crc=version.checksum_reads)
+    return EncodedPackDataset(ws.pack)
+
+
+def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: str,
+                 tuned: Optional[Config] = None) -> Tuple[Union[DataLoader, SlotLoader], Dict[str, Any]]:
+    """The loader a version describes (a DataLoader, or a `SlotLoader` around one); also returns
+    its settings, for the JSON report."""
+    cuda = settings.resolved_device().type == "cuda"
+    storage = version.storage
+    if tuned is not None:
+        storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
+        decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
+        version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch=tuned.prefetch,
+                          normalize_in_workers=False, mix="device", sampler=tuned.sampler)
+    dataset = _dataset(version, ws, decoder)
+    workers = (tuned.workers if tuned else settings.resolved_workers()) if version.workers else 0
+    slots = version.batch_slots and workers > 0 and not cuda
+    if tuned and tuned.main_threads:
+        main_threads = tuned.main_threads
+    elif version.budget_main_threads:
+        main_threads = main_thread_budget(workers)
+    else:
+        main_threads = torch.get_num_threads()
+    if version.sampler == "block":
+        sampler = BlockShuffleSampler.for_batches(len(dataset), settings.batch_size, settings.seed)
+    else:
+        sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(settings.seed))
+    if version.mix == "collate":
+        collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples)
+    elif version.storage == "bytes":
+        collate = list_collate
+    else:
+        collate = stack_samples if version.normalize_in_workers else stack_uint8
+    options: Dict[str, Any] = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=workers,
+                                   collate_fn=collate, pin_memory=cuda and version.workers)
+    if workers:
+        options["persistent_workers"] = True
+        if version.prefetch:
+            options["prefetch_factor"] = version.prefetch
+    described = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
+                 "pin_memory": options["pin_memory"], "persistent_workers": bool(workers),
+                 "prefetch_factor": options.get("prefetch_factor", 2 if workers else None),
+                 "collate": "rows of a slot (labkit.workers.shared_slots)" if slots else getattr(collate, "__name__",
+                                                                                  type(collate).__name__),
+                 "sampler": type(sampler).__name__,
+                 "normalize": "in workers" if version.normalize_in_workers else "on device",
+                 "mix": version.mix, "main_threads": main_threads,
+                 "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
+                 "checksums": "every read" if version.checksum_reads else "verified once",
+                 "batch_memory": "reused shared-memory slots" if slots
+                 else ("fresh shared memory per batch" if workers else "main process")}
+    if slots:
+        del options["collate_fn"], options["persistent_workers"]
+        return SlotLoader(dataset, image_shape=(3, OUTPUT_SIZE, OUTPUT_SIZE), **options), described
+    return DataLoader(dataset, **options), described
+
+
+def _gpu_decoded(loader: Iterable, device: torch.device, mix: Callable) -> Iterator[Any]:
+    for blobs, labels in loader:
+        images = normalize_uint8(decode_jpeg_batch(blobs, OUTPUT_SIZE, device=device))
+        yield mix(images, labels.to(device, non_blocking=True))
+
+
+def device_batches(version: Version, loader: Iterable, settings: Settings, classes: int) -> Iterable:
+    """The loader followed by the device stage: copy, normalise and mix where the version says."""
+    device = settings.resolved_device()
+    buffers = HostBuffers(keep=4 if version.reuse_host_buffers else 0)
+    mix = MixUp(classes, seed=settings.seed, buffers=buffers) if version.mix == "device" else None
+    if version.storage == "bytes":
+        return _gpu_decoded(loader, device, mix or (lambda images, labels: (images, labels)))
+    normalize = None if version.normalize_in_workers else (IMAGENET_MEAN, IMAGENET_STD)
+    return DevicePrefetcher(loader, device, normalize=normalize, mix=mix, buffers=buffers)
+
+
+def model_step(device: torch.device, classes: int) -> Callable[[Any], None]:
+    """One training step: a small CNN on a CPU, ResNet-50 on a GPU (weights random: speed only)."""
+    if device.type == "cuda":
+        from torchvision.models import resnet50
+
+        model: nn.Module = resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
+    else:
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
+                              nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
+                              nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes)).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(batch: Any) -> None:
+        images, targets = batch[0].to(device), batch[1].to(device)
+        loss = nn.functional.cross_entropy(model(images), targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def measure_version(version: Version, ws: Workspace, settings: Settings, decoder: str,
+                    tuned: Optional[Config] = None, step: Optional[Callable[[Any], None]] = None) -> Result:
+    """Build, warm up and time one version: images/s and step time (medians), CPU use, peak memory (PSS of
+    main + workers), GPU busy."""
+    device = settings.resolved_device()
+    files = _version_files(version, ws, tuned)
+    if not settings.cold:  # a warm run too says how warm it was: a kernel short of memory may have dropped data
+        cache: Dict[str, Any] = {"resident_before": resident_share(files), "files": len(files)}
+    else:
+        how = empty_page_cache([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
+        cache = {"emptied_by": how, "resident_before": resident_share(files), "files": len(files),
+                 # the kernel keeps every page a process maps: another reader of the same pack keeps it warm
+                 "mapped_by_other_processes": sorted({p for f in files[:1] for p in mapping_processes(f)
+                                                      if p != os.getpid()}) if len(files) == 1 else []}
+    loader, described = build_loader(version, ws, settings, decoder, tuned)
+    batches = device_batches(version, loader, settings, len(ws.classes))
+    peak = PeakMemory()
+    busy = [0.0]
+
+    def on_batch(batch: Any) -> None:
+        if step is not None:
+            t0 = time.perf_counter()
+            step(batch)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            busy[0] += time.perf_counter() - t0
+        elif device.type == "cuda":
+            torch.cuda.synchronize(device)
+        peak.sample()
+
+    steps = min(settings.steps, max(1, len(loader)))
+    cpu0, wall0 = tree_cpu_seconds(), time.perf_counter()
+    with torch_threads(described["main_threads"]):
+        result = measure_loader(batches, runs=settings.runs, warmup_runs=1, max_batches=steps, on_batch=on_batch,
+                                warmup_batches=None if version.workers else 1, min_seconds=settings.min_seconds)
+    wall = time.perf_counter() - wall0
+    cpu_util = (tree_cpu_seconds() - cpu0) / (wall * usable_cpus())
+    del batches, loader
+    gpu_busy = busy[0] / wall if (device.type == "cuda" and step is not None) else None
+    return Result(version.id, version.name, result.images_per_s, result.step_s, result.runs_images_per_s,
+                  cpu_util, peak.peak / 2**20, gpu_busy, version.seed_step_s, described, cache=cache)
+
+
+def _version_files(version: Version, ws: Workspace, tuned: Optional[Config]) -> List[str]:
+    """The files a version reads its samples from (a cold run reports how much of them is cached)."""
+    if version.storage == "folder":
+        return [os.path.join(ws.folder, p) for p in _folder_files(ws)]
+    if version.storage == "decoded" or (tuned is not None and tuned.decoder == NO_DECODE):
+        return [ws.decoded_pack]
+    return [ws.pack]
+
+
+def _cached_share(result: Result) -> str:
+    share = result.cache["resident_before"]
+    text = f"{result.id} {share:.1%}" if share >= 0 else f"{result.id} unknown"
+    mapped = result.cache.get("mapped_by_other_processes")
+    return text + (f" (mapped by process {', '.join(map(str, mapped))}, which keeps it cached)" if mapped else "")
+
+
+def cold_note(results: List[Result]) -> str:
+    """A cold run's line: how the page cache was emptied and what share of each version's data stayed cached."""
+    hows = sorted({r.cache["emptied_by"] for r in results if "emptied_by" in r.cache})
+    shares = ", ".join(_cached_share(r) for r in results if "resident_before" in r.cache)
+    return (f"cold run: before each version the page cache was emptied: {'; '.join(hows) or 'nothing measured'}; "
+            f"share of the version's data still cached when it started: {shares}")
+
+
+def warm_note(results: List[Result]) -> str:
+    """A warm run's line: what share of each version's data was in the page cache when it started."""
+    shares = ", ".join(_cached_share(r) for r in results if "resident_before" in r.cache)
+    return ("warm run: files stay in the page cache between versions (--cold drops them); share of the version's "
+            f"data cached when it started: {shares or 'not measured'}")
+
+
+def _folder_files(ws: Workspace) -> List[str]:
+    from labkit.storage.image_folder import scan_image_folder
+
+    return list(scan_image_folder(ws.folder).relpaths)
+
+
+def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int = 5) -> float:
+    """What normalising and mixing one uint8 batch costs on the device: as two passes into fresh
+    tensors (``fused=False``, the textbook way), or as v5+ do it — `MixUp` folded into the
+    normalisation, written into reused buffers (``fused=True``). Cheap on a GPU, not on a CPU."""
+    device = settings.resolved_device()
+    images = torch.randint(0, 256, (settings.batch_size, 3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8,
+                           device=device)
+    labels = torch.arange(settings.batch_size, device=device) % classes
+    if fused:  # on CUDA the prefetcher works a batch ahead; the median hides the last, empty step
+        stage = iter(DevicePrefetcher([(images, labels)] * (repeats + 1), device, mix=MixUp(classes)))
+    else:
+        stage = (mix_batch(normalize_uint8(images), labels, classes) for _ in range(repeats + 1))
+    times = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        batch = next(stage)
+        del batch
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        times.append(time.perf_counter() - t0)
+    return sorted(times[1:])[len(times[1:]) // 2] * 1000
+
+
+def seed_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]:
+    """Each claim of the seed's table — every version faster than the one before — checked here."""
+    by_id = {r.id: r for r in results}
+    notes = []
+    for before, after in (("v1", "v2"), ("v2", "v3"), ("v3", "v4")):
+        if before not in by_id or after not in by_id:
+            continue
+        a, b = by_id[before], by_id[after]
+        seed_gain = a.seed_step_s / b.seed_step_s  # type: ignore[operator]
+        ours = b.images_per_s / a.images_per_s
+        verdict = "holds here" if ours >= 1.05 else "does NOT hold here"
+        notes.append(f"{after} vs {before}: the seed measured {seed_gain:.2f}x faster; here {ours:.2f}x "
+                     f"({batch_size / a.images_per_s:.3f} s -> {batch_size / b.images_per_s:.3f} s per step on "
+                     f"average): {verdict}")
+    return notes
+
+
+def budget_note(results: List[Result], budget: Budget) -> str:
+    """Whether every version's peak memory (main process + workers) stayed inside the autotuner's RAM budget."""
+    measure = tree_memory_measure()
+    over = [f"{r.id} {r.peak_memory_mb:.0f} MB" for r in results if r.peak_memory_mb * 2**20 > budget.ram_bytes]
+    worst = max(results, key=lambda r: r.peak_memory_mb, default=None)
+    if worst is None:
+        return f"autotuner's memory budget here: {budget}"
+    if over:
+        return f"peak {measure} over the autotuner's RAM budget ({budget}): {', '.join(over)}"
+    return (f"peak {measure} of every version within the autotuner's budget ({budget}): the largest, {worst.id}, "
+            f"{worst.peak_memory_mb:.0f} MB")
+
+
+def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str, Any], header: str,
+                 notes: List[str]) -> str:
+    lines = [f"Machine: {describe_machine(info)}", header, "",
+             f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs v1':>8}{'seed s':>8}{'seed x':>8}"
+             f"{'CPU %':>7}{tree_memory_measure() + ' MB':>8}"]
+    lines.append("-" * len(lines[-1]))
+    seed_v1 = VERSIONS[0].seed_step_s
+    for r in results:
+        seed = f"{r.seed_step_s:>8.2f}{seed_v1 / r.seed_step_s:>7.2f}x" if r.seed_step_s else f"{'':>16}"
+        lines.append(f"{r.id:<4}{r.name[:63]:<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
+                     f"{seed}{r.cpu_util * 100:>7.0f}{r.peak_memory_mb:>8.0f}")
+    for vid, why in skipped.items():
+        lines.append(f"{vid:<4}not run: {why}")
+    lines.append("")
+    lines.append(f"seed s / seed x: {SEED_MACHINE}.")
+    lines.append(f"{tree_memory_measure()} MB: peak {describe_tree_memory()}.")
+    lines.extend(f"note: {n}" for n in notes)
+    return "\n".join(lines)
+
+
+def plot(results: List[Result], path: str, title: str) -> None:
+    """Bar chart of images/s per version (log scale), the seed's v1–v4 beside ours."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4))
+    xs = range(len(results))
+    ax.bar([x - 0.2 for x in xs], [r.images_per_s for r in results], width=0.4, label="here", color="tab:blue")
+    seed = [(x, SEED_BATCH / r.seed_step_s) for x, r in zip(xs, results) if r.seed_step_s]
+    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], width=0.4, label="seed article", color="tab:gray")
+    for x, r in zip(xs, results):
+        ax.annotate(f"{r.speedup_vs_v1:.1f}x", (x - 0.2, r.images_per_s), ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(list(xs), [r.id for r in results])
+    ax.set_yscale("log")
+    ax.set_ylabel("images/s (log scale)")
+    ax.set_title(title, fontsize=9)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _shown(path: str) -> str:
+    """``path`` relative to the working directory, as a report shows it: no machine's absolute paths."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:  # Windows: another drive
+        return path
+
+
+def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = None,
+                 json_path: Optional[str] = None, plot_path: Optional[str] = None,
+                 progress: bool = True) -> Dict[str, Any]:
+    """Measure every version that applies here, print the table, write JSON and plot if asked."""
+    device = settings.resolved_device()
+    info = machine_info()
+    budget = default_budget()
+    fastest, decode_times = fastest_decoder(ws)
+    step = model_step(device, len(ws.classes)) if settings.model else None
+    results: List[Result] = []
+    skipped: Dict[str, str] = {}
+    tuned: Optional[Config] = None
+    tuned_note = ""
+    bar = tqdm([v for v in VERSIONS if not only or v.id in only], desc="ablation", unit="version",
+               disable=not progress)
+    for version in bar:
+        bar.set_postfix_str(version.id)
+        if version.cuda_only and device.type != "cuda":
+            skipped[version.id] = "needs a CUDA device"
+            continue
+        if version.decoder == "tuned":
+            tune = autotune(ws.pack, ws.decoded_pack, batch_size=settings.batch_size, size=OUTPUT_SIZE,
+                            max_workers=max(2, usable_cpus()), batches=2, runs=1, decoders=[fastest],
+                            check_crc=False, min_seconds=settings.min_seconds / 3)
+            tuned = tune.best
+            tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {tuned.decoder}, "
+                          f"{tuned.workers} workers, prefetch_factor {tuned.prefetch}, main threads "
+                          f"{tuned.main_threads or 'default'}, {tuned.sampler} batches")
+            if progress:
+                bar.write(f"  {tuned_note}")
+        decoder = fastest if version.decoder == "fastest" else version.decoder
+        result = measure_version(version, ws, settings, decoder, tuned if version.decoder == "tuned" else None, step)
+        results.append(result)
+        if progress:
+            bar.write(f"  {result.id}: {result.images_per_s:8.1f} images/s, step {result.step_s:.3f} s")
+    base = next((r.images_per_s for r in results if r.id == "v1"), results[0].images_per_s if results else 1.0)
+    for r in results:
+        r.speedup_vs_v1 = r.images_per_s / base
+    notes = seed_notes(results, settings.batch_size) + ([tuned_note] if tuned_note else [])
+    notes.append("decoders timed on one core here (ms/image): " +
+                 ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items()) + f"; v5 uses {fastest}")
+    separate, fused = (device_stage_ms(settings, len(ws.classes), f) for f in (False, True))
+    notes.append(f"device stage (normalise + MixUp of one uint8 batch on {device}, {torch.get_num_threads()} "
+                 f"threads): {separate:.1f} ms as two passes into fresh tensors, {fused:.1f} ms fused into reused "
+                 f"ones (v5 on); alone it caps those versions at {settings.batch_size / fused * 1000:.0f} images/s"
+                 + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else ""))
+    notes.append(budget_note(results, budget))
+    notes.append(cold_note(results) if settings.cold else warm_note(results))
+    mode = "with a model step" if settings.model else "data only (as the seed)"
+    header = (f"Data: {ws.count} images from {_shown(ws.folder)} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "
+              f"{settings.batch_size}, {settings.resolved_workers()} workers, {mode}, device {device}; median of "
+              f"{settings.runs} runs of {settings.steps} steps after a warm-up run"
+              + (f" (more runs, up to {settings.min_seconds:g} s, for fast versions)" if settings.min_seconds else ""))
+    print()
+    print(format_table(results, skipped, info, header, notes))
+    report = {"machine": info, "settings": {**asdict(settings), "device": str(device), "images": ws.count,
+                                            "folder": _shown(ws.folder), "fastest_decoder": fastest},
+              "versions": [asdict(r) for r in results], "skipped": skipped, "notes": notes,
+              "memory_budget": asdict(budget), "peak_memory": describe_tree_memory(),
+              "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}}}
+    if json_path:
+        with open(json_path, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        print(f"wrote {json_path}")
+    if plot_path and results:
+        plot(results, plot_path, f"{describe_machine(info)} — {mode}")
+        print(f"wrote {plot_path}")
+    return report
+

@@ -1,0 +1,169 @@
+"""The files a measurement runs on: an ImageFolder, its pack and its decoded pack, made and checked.
+
+`prepare` makes the photo-like data set if the folder is missing, packs it (again, if the
+folder changed since), and verifies both packs, so every command that measures starts from
+sound files — and a user's own ImageFolder goes through exactly the same steps.
+
+The kit never writes into or beside a user's data, which is often on a read-only or shared
+mount: what it derives from a folder outside its own data folder (`data_root`) goes into
+``<data_root>/derived/<name>-<hash of the folder's absolute path>/``, or wherever ``work=``
+(``--work DIR``) says. A pack there is reused while the folder holds as many images as were
+packed and none newer than the pack.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import List, Optional
+
+from labkit.core.environment import DATA_ENV, clone_root, quick_mode
+from labkit.core.errors import LabkitError
+from labkit.course.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
+from labkit.storage.image_folder import scan_image_folder
+from labkit.storage.pack_format import PackError, PackReader, verify_pack
+from labkit.storage.packing import pack_folder
+
+OUTPUT_SIZE = 256
+
+
+class WorkspaceError(LabkitError, OSError):
+    """The folder for the files derived from a data set cannot be written."""
+
+
+@dataclass(frozen=True)
+class Workspace:
+    folder: str
+    pack: str
+    decoded_pack: str
+    classes: List[str]
+    count: int
+    work: str  # where the packs (and a demo's results) made from `folder` are kept
+
+
+def _inside(path: str, root: str) -> bool:
+    path, root = os.path.realpath(path), os.path.realpath(root)
+    try:
+        return os.path.commonpath([path, root]) == root
+    except ValueError:  # on different drives (Windows)
+        return False
+
+
+def derived_folder(folder: str, work: Optional[str] = None) -> str:
+    """Where the files made from ``folder`` go: ``work`` when given; beside ``folder`` when it lies in the
+    kit's own data folder (`data_root`); else ``<data_root>/derived/<name>-<10 hex digits of the hash of
+    its absolute path>``, so two folders of the same name never share packs."""
+    if work:
+        return work
+    if _inside(folder, data_root()):
+        return os.path.dirname(os.path.abspath(folder))
+    digest = hashlib.sha1(os.path.realpath(folder).encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return os.path.join(data_root(), "derived", f"{os.path.basename(os.path.abspath(folder))}-{digest}")
+
+
+def _writable(folder: str, source: str, work: Optional[str]) -> None:
+    """Raise `WorkspaceError` naming ``folder`` and the way to move it unless files can be made in it."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".labkit-write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        how = "pass another --work DIR" if work else f"pass --work DIR or set {DATA_ENV} to a folder you can write"
+        raise WorkspaceError(f"cannot write the packs made from {source} in {folder} ({e.strerror or e}): "
+                             f"{how}") from None
+
+
+def _newest_mtime(root: str) -> float:
+    newest = os.path.getmtime(root)
+    for dirpath, _, files in os.walk(root):
+        for name in files:
+            newest = max(newest, os.path.getmtime(os.path.join(dirpath, name)))
+    return newest
+
+
+def _pack_is_current(pack: str, folder_count: int, folder_mtime: float) -> bool:
+    try:
+        reader = PackReader(pack)
+    except (OSError, PackError):
+        return False
+    packed = len(reader) + len(reader.meta.get("skipped", []))
+    return packed == folder_count and os.path.getmtime(pack) >= folder_mtime
+
+
+def prepare(folder: str = "data/photos", quick: bool = True, size: int = OUTPUT_SIZE,
+            progress: bool = True, recheck: bool = True, work: Optional[str] = None) -> Workspace:
+    """Make (if missing) → pack (if stale) → verify; print each step; return the paths.
+
+    The packs go where `derived_folder` says (``work`` when given); ``folder`` itself is only read,
+    unless it is missing and the photo-like data set is made there. A pack just written always has
+    every checksum verified. ``recheck=False`` skips re-reading the checksums of a pack found up to
+    date (its header and index are still checked): the notebooks' choice, since the datasets check
+    each record's checksum as they read it anyway.
+    """
+    folder = folder.rstrip(os.sep) or os.sep
+    if not os.path.isdir(folder):
+        n = QUICK_COUNT if quick else PhotoSpec().n
+        print(f"[data] making {n} photo-like images in {folder}")
+        print(make_photos(folder, PhotoSpec(n=n), progress=progress))
+    index = scan_image_folder(folder)
+    mtime = _newest_mtime(folder)
+    place = derived_folder(folder, work)
+    name = os.path.basename(os.path.abspath(folder))
+    pack, decoded = os.path.join(place, f"{name}.pack"), os.path.join(place, f"{name}-{size}.pack")
+    if os.path.isabs(pack) and not os.path.isabs(folder) and _inside(pack, os.getcwd()):
+        pack, decoded = os.path.relpath(pack), os.path.relpath(decoded)  # printed as the folder was given
+    if not work and not _inside(folder, data_root()):
+        print(f"[work] the packs of {folder} are kept in {place}: the kit does not write beside your data "
+              "(--work DIR puts them elsewhere)")
+    written = []
+    for path, decoded_size in ((pack, None), (decoded, size)):
+        if _pack_is_current(path, len(index), mtime):
+            print(f"[pack] {path} is up to date")
+        else:
+            _writable(os.path.dirname(path) or ".", folder, work)
+            print(f"[pack] {folder} -> {path}")
+            print(pack_folder(folder, path, decoded_size=decoded_size, progress=progress))
+            written.append(path)
+    for path in (pack, decoded):
+        if recheck or path in written:
+            print(f"[verify] {verify_pack(path, progress=progress)}")
+    return Workspace(folder, pack, decoded, index.classes, len(index), os.path.dirname(pack) or ".")
+
+
+def data_root() -> str:
+    """The one folder every notebook and command keeps its data in.
+
+    ``LABKIT_DATA`` when set; else ``data/`` at the top of the clone labkit runs from (found from
+    the package's own location, so a notebook finds it whatever its working directory); else, for
+    an installed labkit, ``~/.cache/labkit``.
+    """
+    configured = os.environ.get(DATA_ENV)
+    if configured:
+        return os.path.abspath(os.path.expanduser(configured))
+    clone = clone_root()
+    if clone is not None:
+        return os.path.join(clone, "data")
+    return os.path.join(os.path.expanduser("~"), ".cache", "labkit")
+
+
+def course_workspace(quick: Optional[bool] = None, progress: bool = True) -> Workspace:
+    """The notebooks' data: made on first use in `data_root`, reused after.
+
+    Quick mode (``LABKIT_QUICK``, on when unset) keeps 256 images in ``photos-quick``; full mode
+    keeps the full set in ``photos``, so switching modes never mixes the two. What it prints names
+    files relative to `data_root`, so a notebook's stored output shows no machine's paths.
+    """
+    quick = quick_mode(default=True) if quick is None else quick
+    root = data_root()
+    os.makedirs(root, exist_ok=True)
+    previous = os.getcwd()
+    os.chdir(root)  # so what it prints names files relative to the data folder, not this machine's paths
+    try:
+        ws = prepare("photos-quick" if quick else "photos", quick=quick, progress=progress, recheck=False)
+    finally:
+        os.chdir(previous)
+    return Workspace(*(os.path.join(root, p) for p in (ws.folder, ws.pack, ws.decoded_pack)), ws.classes, ws.count,
+                     os.path.join(root, ws.work))

@@ -1,0 +1,27 @@
+"""Map-style and iterable datasets over image folders, packs, shards and live streams.
+
+Import rule: labkit.datasets may import labkit.core, labkit.decode, labkit.storage, nothing else.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "SampleError": "map_style",
+    "SkipRecord": "map_style",
+    "LabeledImageDataset": "map_style",
+    "ImageFolderDataset": "map_style",
+    "PackBackedDataset": "map_style",
+    "PackedDataset": "map_style",
+    "DecodedArrayDataset": "map_style",
+    "EncodedPackDataset": "map_style",
+    "rank_and_world": "iterable",
+    "consumer_slot": "iterable",
+    "EpochPlan": "iterable",
+    "ShardedIterableDataset": "iterable",
+    "LiveStreamDataset": "iterable",
+    "Stream": "iterable",
+})

@@ -1,0 +1,380 @@
+"""Map-style datasets over an image folder, an encoded pack and a decoded pack (seed section 2.1).
+
+All three share one interface, so a lab swaps storage without touching anything else:
+``len(ds)``, ``ds[i] -> (uint8 C×H×W tensor, int label)``, ``ds.__getitems__(indices)``
+(batched reads, in file order), ``ds.labels`` (numpy int64), ``ds.classes``.
+
+What they guarantee beyond ``torchvision.datasets.ImageFolder``:
+
+* Paths and index tables live in numpy arrays (`labkit.core.string_table.StringTable`), so worker
+  memory does not creep up epoch after epoch through copy-on-write of Python objects.
+* A sample that cannot be read raises `SampleError` naming its index and path. With
+  ``on_error="skip"`` a readable sample is returned in its place, and ``ds.skipped`` lists each
+  broken sample once, with how many times it was substituted — gathered from every DataLoader
+  worker, not just the main process (see `LabeledImageDataset.skipped`).
+* Images come out as uint8; float conversion and normalisation belong on the device.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from labkit.core.errors import LabkitError, LabkitIndexError, LabkitValueError
+from labkit.core.host_buffers import batch_buffer
+from labkit.core.shared_log import SharedLog
+from labkit.core.string_table import PathLike
+from labkit.decode.decoders import MAX_PIXELS, DecodeError, Size, get_decoder, target_hw
+from labkit.storage.image_folder import scan_image_folder
+from labkit.storage.pack_format import PackError, PackReader
+
+Sample = Tuple[Any, int]
+ON_ERROR = ("raise", "skip")
+
+
+class SampleError(LabkitError, RuntimeError):
+    """One sample could not be loaded; the message names its index, its path and the fix."""
+
+    def __init__(self, message: str, index: Optional[int] = None, path: Optional[str] = None) -> None:
+        # One positional argument, so DataLoader can re-raise it in the main process.
+        super().__init__(message)
+        self.index = index
+        self.path = path
+
+
+@dataclass(frozen=True)
+class SkipRecord:
+    """A broken sample under ``on_error="skip"``: where it is, why it failed, and how many times
+    another sample was returned in its place (0 for one found broken only while looking for a
+    replacement)."""
+
+    index: int
+    path: str
+    error: str
+    substitutions: int = 0
+
+
+def _summarise_skips(events: List[Dict[str, Any]]) -> List[SkipRecord]:
+    """One record per broken sample, oldest first, substitutions added up over every process."""
+    first: Dict[int, Dict[str, Any]] = {}
+    substitutions: Dict[int, int] = {}
+    for e in events:
+        first.setdefault(e["index"], e)
+        substitutions[e["index"]] = substitutions.get(e["index"], 0) + int(e["substituted"])
+    return [SkipRecord(i, e["path"], e["error"], substitutions[i]) for i, e in first.items()]
+
+
+def _probe_stride(n: int) -> int:
+    """A step coprime with ``n`` near 0.618 n: stepping by it from any sample visits every other one,
+    the first few far away (a substitute from another part of the set, usually another class)."""
+    stride = max(1, round(n * 0.6180339887))
+    while math.gcd(stride, n) != 1:
+        stride += 1
+    return stride
+
+
+_LOAD_ERRORS = (DecodeError, PackError, OSError)
+_LASTING_ERRORS = (DecodeError, PackError, FileNotFoundError, IsADirectoryError, PermissionError)
+
+
+class LabeledImageDataset(Dataset):
+    """The shared behaviour of labkit's image datasets: indexing, labels, errors and skips."""
+
+    labels: np.ndarray
+    classes: List[str]
+
+    def __init__(self, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str) -> None:
+        if on_error not in ON_ERROR:
+            raise LabkitValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+        self.transform = transform
+        self.on_error = on_error
+        self._skips = SharedLog("labkit-skips-") if on_error == "skip" else None
+        self._known_broken: Dict[int, str] = {}  # this process's: index -> error, never decoded again here
+
+    # Subclasses say how to read and decode one sample and how to name it in messages. The two
+    # stages are separate so that a profiler can time them apart (labkit.measure.step_profile).
+    def read_raw(self, index: int) -> Any:
+        """Sample ``index`` as stored: encoded bytes, or a decoded array."""
+        raise NotImplementedError
+
+    def decode_raw(self, raw: Any) -> torch.Tensor:
+        """What `read_raw` returned → uint8 C×H×W image."""
+        raise NotImplementedError
+
+    def _load(self, index: int) -> torch.Tensor:
+        return self.decode_raw(self.read_raw(index))
+
+    def sample_path(self, index: int) -> str:
+        """Where sample ``index`` comes from, for error messages and reports."""
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def _check_index(self, index: int) -> int:
+        n = len(self)
+        if not -n <= index < n:
+            raise LabkitIndexError(f"sample index {index} out of range for a dataset of {n} samples")
+        return int(index) % n
+
+    def _try_load(self, index: int) -> Sample:
+        try:
+            image = self._load(index)
+        except _LOAD_ERRORS as e:
+            raise SampleError(f"sample {index} ({self.sample_path(index)!r}): {e}. Remove or replace the file, "
+                              "or pass on_error='skip' to substitute another sample and record it in "
+                              ".skipped", index, self.sample_path(index)) from e
+        if self.transform is not None:
+            image = self.transform(image)
+        return image, int(self.labels[index])
+
+    def __getitem__(self, index: int) -> Sample:
+        index = self._check_index(index)
+        if self._skips is None:
+            return self._try_load(index)
+        n = len(self)
+        stride = _probe_stride(n)
+        # The substitute for `index` is the first loadable sample of a fixed probe sequence, so it is
+        # the same in every process and every run (a resumed run substitutes the same samples);
+        # samples this process already knows are broken are passed over without decoding them again.
+        for k in range(n):
+            candidate = (index + k * stride) % n
+            if candidate not in self._known_broken:
+                try:
+                    sample = self._try_load(candidate)
+                except SampleError as e:
+                    error = str(e.__cause__)
+                    if isinstance(e.__cause__, _LASTING_ERRORS):  # a failed read (EIO, EMFILE) may succeed later
+                        self._known_broken[candidate] = error
+                    if k == 0:
+                        index_error = error
+                    self._skips.append({"index": candidate, "path": self.sample_path(candidate), "error": error,
+                                        "substituted": False})
+                    continue
+                if k > 0:
+                    self._skips.append({"index": index, "path": self.sample_path(index), "substituted": True,
+                                        "error": self._known_broken.get(index, index_error)})
+                return sample
+            if k == 0:
+                index_error = self._known_broken[index]
+        raise SampleError(f"every one of the {n} samples failed to load; see .skipped", index)
+
+    def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
+        """A batch of samples, read in storage order (better locality), returned in the order asked."""
+        checked = [self._check_index(i) for i in indices]
+        out: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
+        for k in np.argsort(self._storage_order(checked), kind="stable"):
+            out[k] = self[checked[k]]
+        return out
+
+    def _storage_order(self, indices: List[int]) -> np.ndarray:
+        return np.asarray(indices)
+
+    @property
+    def skipped(self) -> List[SkipRecord]:
+        """The running total under ``on_error="skip"``: each broken sample found so far (by any process,
+        in any epoch, since the dataset was made or `clear_skipped`), once, with its substitutions added up.
+
+        For one epoch's report, take ``mark = ds.skip_mark()`` before the epoch and call
+        ``ds.skipped_since(mark)`` after it.
+        """
+        return self.skipped_since(0)
+
+    def skip_mark(self) -> int:
+        """A point in the skip log; `skipped_since` reports only what happened after it."""
+        return self._skips.mark() if self._skips is not None else 0
+
+    def skipped_since(self, mark: int) -> List[SkipRecord]:
+        """Broken samples met after ``mark`` (from `skip_mark`), once each, with the substitutions made since."""
+        return _summarise_skips(self._skips.records(since=mark)) if self._skips is not None else []
+
+    def clear_skipped(self) -> None:
+        """Empty the report. Processes still remember which samples they found broken."""
+        if self._skips is not None:
+            self._skips.clear()
+
+
+class ImageFolderDataset(LabeledImageDataset):
+    """Images in an ImageFolder tree (``root/<class>/<file>``), decoded by ``decoder`` to ``size``."""
+
+    def __init__(self, root: PathLike, decoder: str = "pil", size: Size = 256,
+                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS) -> None:
+        super().__init__(transform, on_error)
+        index = scan_image_folder(root)
+        self.root = index.root
+        self.classes = index.classes
+        self.relpaths = index.relpaths
+        self.labels = index.labels
+        self.decoder = decoder
+        self._decode = get_decoder(decoder)
+        self.size = target_hw(size)
+        self.max_pixels = max_pixels
+
+    def sample_path(self, index: int) -> str:
+        return os.path.join(self.root, self.relpaths[index])
+
+    def read_raw(self, index: int) -> bytes:
+        with open(self.sample_path(index), "rb") as f:
+            return f.read()
+
+    def decode_raw(self, raw: bytes) -> torch.Tensor:
+        return self._decode(raw, self.size, self.max_pixels)
+
+    def __repr__(self) -> str:
+        return (f"ImageFolderDataset({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
+                f"decoder={self.decoder!r}, size={self.size})")
+
+
+class PackBackedDataset(LabeledImageDataset):
+    """What the pack datasets share: the reader, labels and classes from its index, paths for messages,
+    and batched reads in file order."""
+
+    def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
+                 check_crc: bool, kind: str, wrong_kind: str) -> None:
+        super().__init__(transform, on_error)
+        self.reader = PackReader(pack_path, check_crc=check_crc)
+        if self.reader.kind != kind:
+            raise LabkitValueError(f"{self.reader.path}: {wrong_kind}")
+        self.classes = self.reader.classes
+        self.labels = self.reader.labels
+
+    def sample_path(self, index: int) -> str:
+        return f"{self.reader.path}:{self.reader.paths[index]}"
+
+    def _storage_order(self, indices: List[int]) -> np.ndarray:
+        return self.reader.records["offset"][indices]
+
+
+class PackedDataset(PackBackedDataset):
+    """Encoded images from one pack file (`labkit pack`), read through mmap and decoded per sample."""
+
+    def __init__(self, pack_path: PathLike, decoder: str = "pil", size: Size = 256,
+                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS, check_crc: bool = True) -> None:
+        super().__init__(pack_path, transform, on_error, check_crc, "encoded",
+                         "holds decoded arrays; open it with DecodedArrayDataset")
+        self.decoder = decoder
+        self._decode = get_decoder(decoder)
+        self.size = target_hw(size)
+        self.max_pixels = max_pixels
+
+    def read_raw(self, index: int) -> bytes:
+        return self.reader.read(index)
+
+    def decode_raw(self, raw: bytes) -> torch.Tensor:
+        return self._decode(raw, self.size, self.max_pixels)
+
+    def __repr__(self) -> str:
+        return (f"PackedDataset({self.reader.path!r}, {len(self)} images, {len(self.classes)} classes, "
+                f"decoder={self.decoder!r}, size={self.size})")
+
+
+class DecodedArrayDataset(PackBackedDataset):
+    """Pre-decoded, pre-resized uint8 images from a pack made with ``labkit pack --decoded N``.
+
+    No decode at all: the bound FFCV's RAW mode reaches. ``__getitems__`` copies a whole
+    batch out of the mapping into one array.
+    """
+
+    def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]] = None,
+                 on_error: str = "raise", size: Size = None, check_crc: bool = True) -> None:
+        super().__init__(pack_path, transform, on_error, check_crc, "decoded",
+                         "holds encoded images; open it with PackedDataset, or make a decoded pack with "
+                         "`labkit pack --decoded SIZE`")
+        stored = tuple(self.reader.decoded_shape[-2:])
+        if size is not None and target_hw(size) != stored:
+            raise LabkitValueError(f"{self.reader.path}: images are stored at {stored[0]}x{stored[1]}, not {size}; "
+                             "re-pack with `labkit pack --decoded` at the size you need")
+        self.size = stored
+
+    def read_raw(self, index: int) -> np.ndarray:
+        return self.reader.read_decoded([index])[0]
+
+    def decode_raw(self, raw: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(raw)
+
+    def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
+        checked = [self._check_index(i) for i in indices]
+        batch = batch_buffer((len(checked), *self.reader.decoded_shape))
+        try:
+            self.reader.read_decoded(checked, out=batch.numpy())
+        except PackError:
+            return super().__getitems__(checked)  # per-sample path: names the sample, honours on_error
+        images = list(batch) if self.transform is None else [self.transform(img) for img in batch]
+        return [(img, int(self.labels[i])) for img, i in zip(images, checked)]
+
+    def __repr__(self) -> str:
+        return f"DecodedArrayDataset({self.reader.path!r}, {len(self)} images of {self.reader.decoded_shape})"
+
+
+class EncodedPackDataset(PackBackedDataset):
+    """The encoded files of a pack, undecoded, as uint8 byte tensors: for decoding on the GPU.
+
+    Workers only read; `labkit.decode.decoders.decode_jpeg_batch` decodes a whole batch on the device.
+    Collate with `labkit.collate.collate_fns.list_collate` (files differ in length).
+    """
+
+    def __init__(self, pack_path: PathLike, on_error: str = "raise", check_crc: bool = True) -> None:
+        super().__init__(pack_path, None, on_error, check_crc, "encoded",
+                         "holds decoded arrays, there is nothing left to decode")
+
+    def read_raw(self, index: int) -> bytes:
+        return self.reader.read(index)
+
+    def decode_raw(self, raw: bytes) -> torch.Tensor:
+        return torch.frombuffer(bytearray(raw), dtype=torch.uint8)
+
+
+# -- the copy-on-write lab ------------------------------------------------------------------------------------
+
+class NaivePathListDataset(Dataset):
+    """The copy-on-write trap, kept to show it: paths and labels in Python lists, as most tutorials write.
+
+    A list of a million path strings is a million reference-counted objects spread over the heap.
+    A forked DataLoader worker shares their pages with the main process until it merely *reads* one:
+    taking ``self.paths[i]`` writes that string's reference count, and the kernel copies the whole
+    4 KiB page it sits on into the worker. Read every sample once and each worker holds its own copy
+    of the list (pytorch/pytorch#13246). `PathTableDataset` holds the same paths in two numpy arrays.
+
+    ``ds[i] -> (path, label)``: the index alone, no file is opened, so an epoch over a million
+    entries takes seconds and what a lab measures is the container.
+    """
+
+    def __init__(self, paths: Sequence[str], labels: Sequence[int]) -> None:
+        if len(paths) != len(labels):
+            raise LabkitValueError(f"{len(paths)} paths but {len(labels)} labels: give one label per path")
+        self.paths: List[str] = [str(p) for p in paths]
+        self.labels: List[int] = [int(label) for label in labels]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> Tuple[str, int]:
+        return self.paths[index], self.labels[index]
+
+
+class PathTableDataset(Dataset):
+    """`NaivePathListDataset`'s paths and labels kept as labkit's datasets keep theirs: a
+    `labkit.core.string_table.StringTable` (two numpy arrays, however many paths) and a numpy array of labels.
+    Reading a sample writes nothing shared, so forked workers keep sharing every page."""
+
+    def __init__(self, paths: Sequence[str], labels: Sequence[int]) -> None:
+        if len(paths) != len(labels):
+            raise LabkitValueError(f"{len(paths)} paths but {len(labels)} labels: give one label per path")
+        from labkit.core.string_table import StringTable
+
+        self.paths = StringTable.from_strings(paths)
+        self.labels = np.asarray(labels, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> Tuple[str, int]:
+        return self.paths[index], int(self.labels[index])

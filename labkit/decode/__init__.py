@@ -1,0 +1,27 @@
+"""Encoded image bytes -> uint8 C×H×W tensor: every decoder, behind one contract.
+
+Import rule: labkit.decode may import labkit.core, nothing else.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "DecodeError": "decoders",
+    "DecompressionBombError": "decoders",
+    "DECODERS": "decoders",
+    "decode": "decoders",
+    "get_decoder": "decoders",
+    "decode_pil": "decoders",
+    "decode_pil_reduced": "decoders",
+    "decode_torchvision": "decoders",
+    "decode_jpeg_batch": "decoders",
+    "check_decodable": "decoders",
+    "describe_failure": "decoders",
+    "open_image": "decoders",
+    "target_hw": "decoders",
+    "psnr": "decoders",
+})

@@ -1,0 +1,18 @@
+"""On the device: host -> device transfer, normalisation and mixing.
+
+Import rule: labkit.device may import labkit.core, labkit.decode, labkit.storage, labkit.datasets,
+labkit.samplers, labkit.collate, labkit.workers, nothing else.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "normalize_uint8": "transfer",
+    "normalize_mix_uint8": "transfer",
+    "to_device": "transfer",
+    "DevicePrefetcher": "transfer",
+})

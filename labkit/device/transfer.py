@@ -1,0 +1,160 @@
+"""Host → device: overlapped copies, then uint8 → float, normalisation and mixing on the device
+(seed section 3.2, and the house rule that images stay uint8 until the last moment).
+
+On CUDA, `DevicePrefetcher` copies batch k+1 from pinned memory on a side stream while the
+model computes on batch k: the copy is issued ``non_blocking`` on the side stream, the
+compute stream waits on it before using the batch, and ``record_stream`` tells the caching
+allocator that the compute stream still uses that memory. Without pinned memory
+(``DataLoader(pin_memory=True)``) a "non-blocking" copy is synchronous and overlaps nothing.
+On the CPU the same object does the same conversions, so code and results do not change.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple, Union
+
+import torch
+
+from labkit.collate.collate_fns import MixUp
+from labkit.core.host_buffers import HostBuffers
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+Batch = Tuple[torch.Tensor, torch.Tensor]
+Mix = Callable[[torch.Tensor, torch.Tensor], Batch]
+
+
+def _affine(mean: Sequence[float], std: Sequence[float], device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+    """Scale and shift per channel such that ``x·scale + shift == (x / 255 − mean) / std``."""
+    mean_t = torch.as_tensor(mean, dtype=torch.float32, device=device).view(-1, 1, 1)
+    std_t = torch.as_tensor(std, dtype=torch.float32, device=device).view(-1, 1, 1)
+    return 1 / (255 * std_t), -mean_t / std_t
+
+
+def normalize_uint8(images: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN,
+                    std: Sequence[float] = IMAGENET_STD, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """uint8 (N×)C×H×W in 0..255 → float32 ``(x / 255 - mean) / std``, as ToTensor + Normalize give.
+
+    One conversion and two in-place passes (``x * 1/(255·std) - mean/std``): on a CPU this is
+    about 3x faster than the textbook four-pass expression, and it matters when the "device"
+    is the CPU itself. ``out``: a float32 tensor of the same shape to write into (see
+    `labkit.core.host_buffers.HostBuffers`), else a new one.
+    """
+    scale, shift = _affine(mean, std, images.device)
+    converted = images.to(torch.float32) if out is None else out.copy_(images)
+    return converted.mul_(scale).add_(shift)
+
+
+def normalize_mix_uint8(images: torch.Tensor, perm: torch.Tensor, lam: float,
+                        mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                        out: Optional[torch.Tensor] = None, per_sample: Optional[bool] = None) -> torch.Tensor:
+    """uint8 N×C×H×W → normalised MixUp ``lam·x + (1−lam)·x[perm]`` in float32, in one pass.
+
+    The same batch as `normalize_uint8` followed by `labkit.collate.collate_fns.mix_batch` with the same
+    ``lam`` and ``perm`` (normalisation is affine, so it commutes with a weighted mean), at
+    half the memory traffic. ``per_sample`` (default: on a CPU) works one sample at a time, so
+    the float intermediates stay in cache: measured on a 2-core VM, 12 ms a 64×3×256×256
+    batch against 29 ms for the two passes; elsewhere whole-batch kernels (fewer launches).
+    """
+    scale, shift = _affine(mean, std, images.device)
+    out = torch.empty(images.shape, dtype=torch.float32, device=images.device) if out is None else out
+    if not (images.device.type == "cpu" if per_sample is None else per_sample):
+        partner = images.index_select(0, perm.to(images.device)).to(torch.float32)
+        return out.copy_(images).lerp_(partner, 1 - lam).mul_(scale).add_(shift)
+    partner = torch.empty(images.shape[1:], dtype=torch.float32, device=images.device)
+    for i, j in enumerate(perm.tolist()):
+        partner.copy_(images[j])
+        out[i].copy_(images[i]).lerp_(partner, 1 - lam).mul_(scale).add_(shift)
+    return out
+
+
+def to_device(value: Any, device: torch.device, non_blocking: bool) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.to(device, non_blocking=non_blocking)
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_device(v, device, non_blocking) for v in value)
+    if isinstance(value, dict):
+        return {k: to_device(v, device, non_blocking) for k, v in value.items()}
+    return value
+
+
+def _record_stream(value: Any, stream: "torch.cuda.Stream") -> None:
+    if isinstance(value, torch.Tensor):
+        value.record_stream(stream)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _record_stream(v, stream)
+    elif isinstance(value, dict):
+        for v in value.values():
+            _record_stream(v, stream)
+
+
+class DevicePrefetcher:
+    """Wraps a loader of ``(uint8 images, labels)`` batches; yields device batches, one step ahead.
+
+    ``normalize=(mean, std)`` (ImageNet's by default; ``None`` to keep uint8) converts on the
+    device; ``mix`` is any ``(images, labels) -> (images, labels)`` applied there after, e.g.
+    ``labkit.collate.collate_fns.MixUp(num_classes=10)``, which is folded into the normalisation pass
+    (`normalize_mix_uint8`) rather than run after it (a subclass of it is called as given).
+    On a CPU the float batches are written into reused `HostBuffers` (``buffers``), so each
+    step does not pay 12,800 page faults for a fresh 50 MiB tensor; a batch you keep is never
+    overwritten.
+    """
+
+    def __init__(self, loader: Iterable, device: Union[str, torch.device, None] = None,
+                 normalize: Optional[Tuple[Sequence[float], Sequence[float]]] = (IMAGENET_MEAN, IMAGENET_STD),
+                 mix: Optional[Mix] = None, channels_last: bool = False,
+                 buffers: Optional[HostBuffers] = None) -> None:
+        self.loader = loader
+        self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
+        self.normalize, self.mix, self.channels_last = normalize, mix, channels_last
+        self.buffers = buffers if buffers is not None else HostBuffers()
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def _prepare(self, batch: Any) -> Any:
+        """Copy to the device and convert there (called on the side stream on CUDA)."""
+        batch = to_device(batch, self.device, non_blocking=True)
+        if not isinstance(batch, (list, tuple)) or not isinstance(batch[0], torch.Tensor):
+            return batch
+        images, rest = batch[0], list(batch[1:])
+        mix = self.mix
+        if self.normalize is not None and not images.is_floating_point():
+            out = self.buffers.empty(images.shape, torch.float32, images.device)
+            if type(mix) is MixUp and images.ndim == 4:  # a subclass may mix differently: not fused
+                lam, perm = mix.draw(len(images))
+                images = normalize_mix_uint8(images, perm, lam, *self.normalize, out=out)
+                rest[0], mix = mix.targets(rest[0], perm, lam), None
+            else:
+                images = normalize_uint8(images, *self.normalize, out=out)
+        if self.channels_last and images.ndim == 4:
+            images = images.contiguous(memory_format=torch.channels_last)
+        if mix is not None:
+            images, rest[0] = mix(images, rest[0])
+        return type(batch)([images, *rest]) if isinstance(batch, tuple) else [images, *rest]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.device.type != "cuda":
+            for batch in self.loader:
+                yield self._prepare(batch)
+            return
+        side = torch.cuda.Stream(self.device)
+        batches = iter(self.loader)
+
+        def preload() -> Any:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return None
+            with torch.cuda.stream(side):
+                return self._prepare(batch)
+
+        upcoming = preload()
+        while upcoming is not None:
+            compute = torch.cuda.current_stream(self.device)
+            compute.wait_stream(side)  # the copy and conversion of `upcoming` are done before compute uses it
+            current = upcoming
+            _record_stream(current, compute)  # its memory is in use on the compute stream too
+            upcoming = preload()  # issue the next copy before handing this batch out
+            yield current

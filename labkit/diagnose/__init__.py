@@ -1,0 +1,38 @@
+"""Diagnosis: the doctor, the bottleneck explainer, per-stage timing, soak runs, a small private /dev/shm, the
+autotuner.
+
+Import rule: labkit.diagnose may read every layer from core to distributed, and measure; never course or
+tools.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "LoaderPlan": "doctor",
+    "Finding": "doctor",
+    "diagnose": "doctor",
+    "format_findings": "doctor",
+    "explain_bottleneck": "bottleneck",
+    "advise": "bottleneck",
+    "find_slow_samples": "bottleneck",
+    "record_timeline": "bottleneck",
+    "Timeline": "bottleneck",
+    "BottleneckReport": "bottleneck",
+    "time_stages": "stage_timing",
+    "compare_decoders": "stage_timing",
+    "StageReport": "stage_timing",
+    "run_soak": "soak",
+    "SoakReport": "soak",
+    "trace_worker_memory": "worker_memory",
+    "WorkerMemoryTrace": "worker_memory",
+    "PrivateShmUnavailable": "small_shm",
+    "private_shm": "small_shm",
+    "autotune": "autotuner",
+    "Budget": "autotuner",
+    "Config": "autotuner",
+    "TuneResult": "autotuner",
+})

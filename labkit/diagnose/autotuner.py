@@ -1,0 +1,219 @@
+"""Pick decoder, num_workers, prefetch_factor, batch layout and main-process threads by measuring, under a
+memory budget.
+
+PyTorch has no autotuner; tf.data's AUTOTUNE is the peer, and its users meet out-of-memory
+kills because it optimises speed alone. This one treats memory as a constraint first: a
+configuration whose in-flight batches would not fit half of /dev/shm is not even tried,
+and one whose measured peak memory goes over the RAM budget is rejected: the PSS of the main process
+and its workers summed (`labkit.measure.process_memory.tree_memory_bytes`), so that the pages they share (the
+parent's heap, the mmap'd pack) count once, not once per worker as summed RSS would.
+For each decoder it adds workers one at a time and stops as soon as one more worker buys
+less than ``min_gain``; then it tries a deeper prefetch on the best worker count, and the
+main process's thread count and the batch layout (random batches, or locality-aware ones from
+`labkit.samplers.resumable.BlockShuffleSampler`) on the winner. What it measures is the whole pipeline up to
+the device: the loader, then normalisation and MixUp (`labkit.device.transfer.DevicePrefetcher`).
+
+The search (`search`) takes any ``measure(config) -> (images/s, peak memory bytes)``, so it can be
+tested on a cost model; `autotune` plugs in real loaders over a pack.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+
+import torch
+from torch.utils.data import DataLoader, RandomSampler
+
+from labkit.collate.collate_fns import MixUp, stack_uint8
+from labkit.core.environment import usable_cpus
+from labkit.core.errors import LabkitRuntimeError
+from labkit.core.machine import memory_facts
+from labkit.datasets.map_style import DecodedArrayDataset, PackedDataset
+from labkit.decode.decoders import DECODERS
+from labkit.device.transfer import DevicePrefetcher
+from labkit.diagnose.doctor import shm_batches
+from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader
+from labkit.measure.process_memory import PeakMemory, tree_memory_measure
+from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.workers.thread_budget import torch_threads
+
+NO_DECODE = "none (decoded pack)"
+
+
+@dataclass(frozen=True)
+class Config:
+    decoder: str  # a labkit decoder name, or NO_DECODE for a decoded pack
+    workers: int
+    prefetch: int = 2
+    main_threads: int = 0  # torch threads in the main process; 0: leave torch's default
+    sampler: str = "random"  # batch layout: "random", or "block" (BlockShuffleSampler: batched reads stay local)
+
+
+@dataclass(frozen=True)
+class Budget:
+    ram_bytes: int
+    shm_bytes: int
+
+    def __str__(self) -> str:
+        return f"RAM {self.ram_bytes / 2**30:.1f} GiB, /dev/shm {self.shm_bytes / 2**30:.1f} GiB"
+
+
+def default_budget(fraction: float = 0.5) -> Budget:
+    """``fraction`` of the RAM available now and of /dev/shm free now (doctor's readings)."""
+    facts = memory_facts()
+    shm = facts.shm_free if facts.shm_total else facts.ram_available
+    return Budget(int(facts.ram_available * fraction), int(shm * fraction))
+
+
+@dataclass
+class Trial:
+    config: Config
+    images_per_s: float = 0.0
+    peak_memory: int = 0  # bytes, main process + workers (TuneResult.memory_measure says which figure)
+    in_flight: int = 0
+    verdict: str = "measured"  # or why it was rejected
+
+
+@dataclass
+class TuneResult:
+    best: Config
+    best_images_per_s: float
+    budget: Budget
+    trials: List[Trial] = field(default_factory=list)
+    machine: Dict[str, Any] = field(default_factory=dict)
+    memory_measure: str = "PSS"  # what peak_memory sums: PSS, or USS / RSS where the OS gives no PSS
+
+    def __str__(self) -> str:
+        lines = [f"{'decoder':<22}{'workers':>8}{'prefetch':>9}{'threads':>8}{'batches':>8}{'images/s':>10}"
+                 f"{f'peak {self.memory_measure} MB':>13}  verdict"]
+        for t in self.trials:
+            threads = t.config.main_threads or "-"
+            lines.append(f"{t.config.decoder:<22}{t.config.workers:>8}{t.config.prefetch:>9}{threads:>8}"
+                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>13.0f}  {t.verdict}")
+        b = self.best
+        lines.append(f"decision: decoder={b.decoder}, num_workers={b.workers}, prefetch_factor={b.prefetch}, main "
+                     f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
+                     f"images/s, within the budget ({self.budget})")
+        if self.machine:
+            lines.insert(0, f"Machine: {describe_machine(self.machine)}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"machine": self.machine, "budget": asdict(self.budget), "best": asdict(self.best),
+                "best_images_per_s": self.best_images_per_s, "memory_measure": self.memory_measure,
+                "trials": [{**asdict(t.config), "images_per_s": t.images_per_s, "peak_memory": t.peak_memory,
+                            "in_flight": t.in_flight, "verdict": t.verdict} for t in self.trials]}
+
+
+Measure = Callable[[Config], Tuple[float, int]]
+
+
+def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: Budget, batch_bytes: int,
+           prefetches: Sequence[int] = (2, 4), min_gain: float = 0.05,
+           main_threads: Sequence[int] = (), samplers: Sequence[str] = ()) -> TuneResult:
+    """Grow workers per decoder until it stops paying, then deepen prefetch; stay inside ``budget``.
+
+    ``main_threads`` lists torch thread counts to try for the main process on the winner:
+    with busy workers fewer threads leave them cores; with idle workers more threads speed
+    up the main process's own work (on a CPU-only machine, normalising and mixing).
+    ``samplers`` lists batch layouts to try on the winner after that ("block").
+    A configuration is skipped unmeasured when the /dev/shm it would hold at its peak
+    (`labkit.diagnose.doctor.shm_batches` batches) is over the budget.
+    """
+    trials: List[Trial] = []
+
+    def attempt(config: Config) -> Optional[Trial]:
+        trial = Trial(config, in_flight=shm_batches(config.workers, config.prefetch) * batch_bytes)
+        trials.append(trial)
+        if trial.in_flight > budget.shm_bytes:
+            trial.verdict = f"skipped: {trial.in_flight / 2**20:.0f} MB in flight > shm budget"
+            return None
+        trial.images_per_s, trial.peak_memory = measure(config)
+        if trial.peak_memory > budget.ram_bytes:
+            trial.verdict = f"rejected: {trial.peak_memory / 2**20:.0f} MB > RAM budget"
+            return None
+        return trial
+
+    accepted: List[Trial] = []
+    for decoder in decoders:
+        best: Optional[Trial] = None
+        for workers in range(0 if decoder == NO_DECODE else 1, max_workers + 1):  # nothing to decode: try none
+            trial = attempt(Config(decoder, workers, prefetches[0]))
+            if trial is None:
+                break
+            accepted.append(trial)
+            if best is not None and trial.images_per_s < best.images_per_s * (1 + min_gain):
+                trial.verdict = f"stop: +1 worker gained < {min_gain:.0%}"
+                break
+            best = trial
+        if best is not None and best.config.workers:
+            for prefetch in prefetches[1:]:
+                trial = attempt(Config(decoder, best.config.workers, prefetch))
+                if trial is not None:
+                    accepted.append(trial)
+    if not accepted:
+        raise LabkitRuntimeError(f"no configuration fits the memory budget ({budget}); lower the batch size or free memory")
+    for knob, values in (("main_threads", main_threads), ("sampler", samplers)):  # one at a time, on the leader
+        leader = max(accepted, key=lambda t: t.images_per_s).config
+        for value in values:
+            if value != getattr(leader, knob):
+                trial = attempt(replace(leader, **{knob: value}))
+                if trial is not None:
+                    accepted.append(trial)
+    winner = max(accepted, key=lambda t: t.images_per_s)
+    winner.verdict = "chosen"
+    return TuneResult(winner.config, winner.images_per_s, budget, trials)
+
+
+def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size: int, size: int,
+              classes: int, check_crc: bool) -> Iterable:
+    """What training consumes: the loader, then normalisation and MixUp on the device (`DevicePrefetcher`)."""
+    dataset = (DecodedArrayDataset(decoded_pack, check_crc=check_crc) if config.decoder == NO_DECODE
+               else PackedDataset(pack, config.decoder, size, check_crc=check_crc))
+    parallel = dict(prefetch_factor=config.prefetch, persistent_workers=True) if config.workers else {}
+    sampler = (BlockShuffleSampler.for_batches(len(dataset), batch_size) if config.sampler == "block"
+               else RandomSampler(dataset))
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=config.workers,
+                        collate_fn=stack_uint8, pin_memory=torch.cuda.is_available(), **parallel)
+    return DevicePrefetcher(loader, mix=MixUp(classes))
+
+
+def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64, size: int = 256,
+             max_workers: Optional[int] = None, budget: Optional[Budget] = None, batches: int = 4,
+             runs: int = 2, decoders: Optional[Sequence[str]] = None, check_crc: bool = True,
+             min_seconds: float = 0.0) -> TuneResult:
+    """Measure real pipelines over ``pack`` (and ``decoded_pack`` if given) and pick the fastest that fits.
+
+    ``check_crc=False`` reads without checking each sample's checksum, for packs that
+    ``labkit verify`` has just checked whole. ``min_seconds``: measure each trial over more
+    runs until they add up to this long (`labkit.measure.loader_timing.measure_loader`), so that a fast
+    trial's few milliseconds do not let one hiccup of the machine pick the winner.
+    """
+    budget = budget or default_budget()
+    cpus = usable_cpus()
+    max_workers = max_workers or max(2, cpus)
+    names = list(decoders or DECODERS) + ([NO_DECODE] if decoded_pack else [])
+    classes = len(PackedDataset(pack).classes)
+
+    def measure(config: Config) -> Tuple[float, int]:
+        peak = PeakMemory()
+        with torch_threads(config.main_threads):
+            pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes, check_crc)
+            result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample,
+                                    min_seconds=min_seconds)
+        del pipeline
+        return result.images_per_s, peak.peak
+
+    threads = sorted({1, cpus} - {torch.get_num_threads()})
+    result = search(measure, names, max_workers, budget, batch_size * 3 * size * size, main_threads=threads,
+                    samplers=["block"])
+    result.machine, result.memory_measure = machine_info(), tree_memory_measure()
+    return result
+
+
+def write_json(result: TuneResult, path: str) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(result.to_dict(), f, indent=1)
+

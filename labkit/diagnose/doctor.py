@@ -1,0 +1,188 @@
+"""Checks a loader configuration against this machine before it crashes or crawls (seed 4.4, 6.1, 6.5).
+
+Each check gives a level (ok / warn / fail), what it found with the numbers, and a one-line
+fix. `diagnose` runs them all for a planned ``num_workers × prefetch_factor × batch``;
+``labkit doctor`` prints them. `labkit.workers.thread_budget.limit_worker_threads` is the ``worker_init_fn`` that fixes
+thread oversubscription inside workers.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import threading
+from dataclasses import dataclass
+from typing import List, Optional, Sequence, Tuple
+
+import torch
+
+from labkit.core.environment import usable_cpus
+from labkit.core.machine import MemoryFacts, memory_facts
+from labkit.workers.thread_budget import main_thread_budget, threads_per_worker
+
+GIB = 2**30
+
+
+def shm_batches(workers: int, prefetch: int) -> int:
+    """Most batches a loader holds in /dev/shm at once: workers × prefetch_factor made or waiting,
+    the one the training step holds, and the next, which arrives while ``for batch in loader``
+    still holds the last (peaks of workers × prefetch + 1 and + 2 batches were measured in a
+    small /dev/shm). None without workers: the main process makes batches in its own memory."""
+    return workers * prefetch + 2 if workers else 0
+
+
+@dataclass(frozen=True)
+class LoaderPlan:
+    """The loader settings to check: per rank, and how many ranks share the node."""
+
+    workers: int
+    prefetch: int = 2
+    batch: int = 64
+    image: Tuple[int, ...] = (3, 256, 256)
+    bytes_per_value: int = 1  # uint8 images; 4 for float32
+    ranks_per_node: int = 1
+    pin_memory: bool = False
+    main_threads: Optional[int] = None  # the main process's torch threads; None: torch.get_num_threads()
+
+    @property
+    def batch_bytes(self) -> int:
+        return self.batch * math.prod(self.image) * self.bytes_per_value
+
+    @property
+    def shm_batches(self) -> int:
+        """Most batches in /dev/shm at once per rank (see `shm_batches`)."""
+        return shm_batches(self.workers, self.prefetch)
+
+    @property
+    def shm_bytes(self) -> int:
+        """The most /dev/shm the plan uses at once on the node (`shm_batches` on every rank)."""
+        return self.ranks_per_node * self.shm_batches * self.batch_bytes
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str  # "ok", "warn" or "fail"
+    check: str
+    message: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        text = f"[{self.level.upper():4}] {self.check}: {self.message}"
+        return text + (f"\n       fix: {self.fix}" if self.fix else "")
+
+
+def _size(n: float) -> str:
+    return f"{n / GIB:.2f} GiB" if n >= GIB else f"{n / 2**20:.1f} MiB"
+
+
+def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
+    """Will the batches on their way from workers to the main process fit in /dev/shm?"""
+    if plan.workers == 0:
+        return Finding("ok", "shared memory", "no workers: batches never pass through /dev/shm")
+    need = plan.shm_bytes
+    what = (f"{plan.ranks_per_node} rank(s) × ({plan.workers} workers × prefetch {plan.prefetch} + 2) × "
+            f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_size(need)} in /dev/shm at once")
+    if facts.shm_total == 0:
+        return Finding("ok", "shared memory", f"{what}; this OS has no /dev/shm to run out of")
+    fix = ("give the container more (docker run --shm-size=8g), or lower prefetch_factor, num_workers or the batch "
+           "size (and keep batches uint8). set_sharing_strategy('file_system') does not help: both strategies put "
+           "every batch in /dev/shm; it is the fix for 'Too many open files'")
+    if need > facts.shm_free:
+        return Finding("fail", "shared memory", f"{what}, but only {_size(facts.shm_free)} free: expect 'unable to "
+                       "allocate shared memory(shm) ... No space left on device' from a worker whose collate_fn "
+                       "stacks into /dev/shm, a loader that waits forever when a worker's finished batch cannot "
+                       "be moved there (it is dropped), or, where torch cannot reserve the space up front, "
+                       "'DataLoader worker ... killed by signal: Bus error'", fix)
+    if need > facts.shm_free / 2:
+        return Finding("warn", "shared memory", f"{what}, over half of the {_size(facts.shm_free)} free", fix)
+    return Finding("ok", "shared memory", f"{what} of {_size(facts.shm_free)} free")
+
+
+def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Finding:
+    if not plan.pin_memory:
+        return Finding("ok", "pinned memory", "pin_memory off" + ("" if not cuda else
+                       "; host→device copies cannot overlap compute"), "" if not cuda else
+                       "pin_memory=True with non_blocking copies (labkit.device.transfer.DevicePrefetcher)")
+    if not cuda:
+        return Finding("warn", "pinned memory", "pin_memory=True without a CUDA device does nothing useful",
+                       "pin_memory=torch.cuda.is_available()")
+    pinned = plan.ranks_per_node * (plan.workers * plan.prefetch + 1) * plan.batch_bytes
+    text = f"about {_size(pinned)} of page-locked RAM ({_size(facts.ram_available)} available)"
+    if facts.ram_available and pinned > facts.ram_available / 4:
+        return Finding("warn", "pinned memory", text + ": pinned pages cannot be swapped, the OS can run out",
+                       "lower prefetch_factor or batch size, keep batches uint8")
+    return Finding("ok", "pinned memory", text)
+
+
+def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
+    processes = plan.ranks_per_node * (plan.workers + 1)
+    text = (f"{plan.ranks_per_node} rank(s) × ({plan.workers} workers + 1 main) = {processes} busy processes "
+            f"on {cpus} CPUs")
+    per_rank = max(1, cpus // plan.ranks_per_node - 1)
+    fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process)"
+    if processes > 2 * cpus:
+        return Finding("fail", "CPUs", text + ": they will fight for cores (seed 4.4: 8 GPUs × 8 workers)", fix)
+    if processes > cpus + plan.ranks_per_node:
+        return Finding("warn", "CPUs", text + ": more processes than cores", fix)
+    return Finding("ok", "CPUs", text)
+
+
+def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
+    if plan.workers == 0:
+        return Finding("ok", "threads in workers", "no workers")
+    per_worker, sources = threads_per_worker()
+    total = plan.ranks_per_node * plan.workers * per_worker
+    text = (f"torch uses 1 thread per worker (DataLoader sets it), but native libraries may start {per_worker} "
+            f"each ({', '.join(sources)}): up to {total} threads on {cpus} CPUs")
+    if total > cpus:
+        return Finding("warn", "threads in workers", text,
+                       "worker_init_fn=labkit.workers.thread_budget.limit_worker_threads (or OMP_NUM_THREADS=1)")
+    return Finding("ok", "threads in workers", text)
+
+
+def check_main_threads(plan: LoaderPlan, cpus: int) -> Finding:
+    threads = torch.get_num_threads() if plan.main_threads is None else plan.main_threads
+    budget = main_thread_budget(plan.workers, cpus)
+    text = f"the main process runs {threads} torch threads beside {plan.workers} busy workers on {cpus} CPUs"
+    if plan.workers and threads > budget:
+        return Finding("warn", "main-process threads", text + ": OpenMP threads spin while they wait and take the "
+                       "workers' cores (measured on a 2-core machine: two decoding processes with 2 torch threads "
+                       "each gave 122 images/s together, with 1 thread each 346)",
+                       f"torch.set_num_threads({budget})  # labkit.workers.thread_budget.main_thread_budget(num_workers)")
+    return Finding("ok", "main-process threads", text)
+
+
+def check_start_method(threads: Sequence[str]) -> Finding:
+    method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
+    if method == "fork" and len(threads) > 1:
+        return Finding("warn", "fork after threads", f"start method fork with {len(threads)} threads running "
+                       f"({', '.join(threads[:4])}): a lock held by a thread at fork time stays locked in every "
+                       "worker, which then hangs (seed 6.5)",
+                       "create DataLoaders before starting threads, or multiprocessing_context='forkserver'")
+    if method == "fork":
+        return Finding("ok", "start method", "fork: workers start fast and share the parent's memory "
+                       "copy-on-write (keep paths in numpy arrays: labkit.datasets.map_style does)")
+    return Finding("ok", "start method", f"{method}: workers import your code afresh, so datasets, samplers and "
+                   "collates must be importable (not defined in a notebook); use persistent_workers=True")
+
+
+def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[MemoryFacts] = None,
+             cuda: Optional[bool] = None, threads: Optional[Sequence[str]] = None) -> List[Finding]:
+    """Every check, for ``plan`` on this machine (the keyword arguments stand in for the machine in tests)."""
+    cpus = usable_cpus() if cpus is None else cpus
+    facts = memory_facts() if facts is None else facts
+    cuda = torch.cuda.is_available() if cuda is None else cuda
+    threads = [t.name for t in threading.enumerate()] if threads is None else threads
+    return [check_shared_memory(plan, facts), check_pinned_memory(plan, facts, cuda), check_cpus(plan, cpus),
+            check_worker_threads(plan, cpus), check_main_threads(plan, cpus), check_start_method(threads)]
+
+
+def format_findings(plan: LoaderPlan, findings: List[Finding]) -> str:
+    head = (f"labkit doctor: {plan.workers} workers × prefetch {plan.prefetch} × batch {plan.batch} of "
+            f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), {plan.ranks_per_node} rank(s) "
+            f"per node, pin_memory={plan.pin_memory}")
+    counts = {level: sum(f.level == level for f in findings) for level in ("fail", "warn", "ok")}
+    tail = f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
+    return "\n".join([head, *map(str, findings), tail])
+
+

@@ -1,0 +1,339 @@
+"""A soak run of a loader: many epochs with persistent workers, watching for whatever grows.
+
+A leak of one percent per epoch hides in any single epoch and ends a week-long run. `run_soak`
+iterates a `make_loader` loader with persistent workers for many epochs and reads every figure the
+OS gives (`labkit.measure.process_memory.read_memory`) for the main process and each worker: once every worker has
+delivered its first batch (its decoder and buffers are in place by then), and at the end of each
+epoch (after ``gc.collect()``); and the main process's open file descriptors. After the loader is
+shut down it compares open descriptors and ``/dev/shm`` with what was there before.
+
+The verdict reads the memory a leak grows: *unique anonymous* memory (heap and copied-on-write
+pages no other process holds; USS where the OS does not separate them). A worker's is compared from
+its first batch to the end of the last epoch, so that copy-on-write of Python objects it reads (which
+a worker does mostly in its first epoch) counts; the main process's from the end of epoch 1, once its
+pools (pinned memory, the allocator's caches) are full. RSS is reported, not judged: it also counts
+the pages of mapped files read so far, which grow towards the files' size as epochs read more of a
+mmap'd pack, pages the page cache shares and the kernel reclaims at will. `SoakReport.problems` names
+each process whose unique memory grew more than the limit (`GROWTH_LIMIT` of it, and `GROWTH_FLOOR`
+bytes), each descriptor left open and each shared-memory segment left behind; `SoakReport.notes`
+splits any RSS growth into its kinds of pages.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Set
+
+from torch.utils.data import Dataset
+
+from labkit.core.errors import LabkitValueError
+from labkit.core.machine import running
+from labkit.core.shared_log import SharedLog
+from labkit.measure.process_memory import MEASURES, os_name, read_memory
+from labkit.workers.loader_factory import make_loader
+
+GROWTH_LIMIT = 0.10
+GROWTH_FLOOR = 16 * 2**20  # a worker's first epoch leaves a few MiB behind (allocator arenas, the parent's
+# objects its code touches, copied on write); growth under this many bytes is not reported, however large a share
+SHM_DIR = "/dev/shm"
+MAIN = "main"
+THREAD_EXIT_SECONDS = 30.0
+FILE_PAGES = ("pages of mapped files (a pack read through mmap, libraries), shared with the page cache and "
+              "reclaimable: they grow towards the files' size as epochs read more of them, and are not a leak")
+
+
+def open_fds() -> int:
+    """File descriptors this process has open (0 where the OS does not list them)."""
+    for listing in ("/proc/self/fd", "/dev/fd"):
+        if os.path.isdir(listing):
+            return len(os.listdir(listing)) - 1  # less the one listdir itself opened
+    return 0
+
+
+def shm_segments() -> Set[str]:
+    """Names in ``/dev/shm`` (none where the OS has no such folder)."""
+    return set(os.listdir(SHM_DIR)) if os.path.isdir(SHM_DIR) else set()
+
+
+def _held_shm() -> Set[str]:
+    """Names in /dev/shm that some live process has mapped or open (those it may read)."""
+    held: Set[str] = set()
+    prefix = SHM_DIR + "/"
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
+        try:
+            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+                held.update(line.split(prefix, 1)[1].split()[0] for line in f if prefix in line)
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith(prefix):
+                    held.add(target[len(prefix):].split()[0])
+        except OSError:  # the process ended meanwhile, or is not ours to read
+            continue
+    return held
+
+
+class _RecordWorkerPid:
+    """``worker_init_fn`` that notes which process each worker is, then runs yours (picklable for spawn)."""
+
+    def __init__(self, log: SharedLog, user_init: Optional[Callable[[int], None]]) -> None:
+        self.log, self.user_init = log, user_init
+
+    def __call__(self, worker_id: int) -> None:
+        self.log.append({"worker": worker_id, "pid": os.getpid()})
+        if self.user_init is not None:
+            self.user_init(worker_id)
+
+
+@dataclass
+class EpochRecord:
+    """What one epoch took, and what each process held at its end (bytes, by role: main, worker 0, ...;
+    ``None`` where the OS does not give the figure). Epoch 0: once every worker delivered its first batch."""
+
+    epoch: int
+    seconds: float
+    open_fds: int
+    rss: Dict[str, Optional[int]] = field(default_factory=dict)
+    uss: Dict[str, Optional[int]] = field(default_factory=dict)
+    pss: Dict[str, Optional[int]] = field(default_factory=dict)
+    anonymous: Dict[str, Optional[int]] = field(default_factory=dict)
+    file_backed: Dict[str, Optional[int]] = field(default_factory=dict)
+    shared_memory: Dict[str, Optional[int]] = field(default_factory=dict)
+    unique_anonymous: Dict[str, Optional[int]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, epoch: int, seconds: float, pids: Dict[str, int]) -> "EpochRecord":
+        """Read every process in ``pids`` now (a process that has ended reads as ``None``)."""
+        readings = {role: read_memory(pid) for role, pid in pids.items()}
+        record = cls(epoch, seconds, open_fds())
+        for kind in MEASURES:
+            getattr(record, kind).update({role: getattr(r, kind) if r else None for role, r in readings.items()})
+        return record
+
+
+def _mib(n: Optional[int]) -> str:
+    return "n/a" if n is None else f"{n / 2**20:.1f}"
+
+
+@dataclass
+class SoakReport:
+    """Every epoch's record, the reading after the workers' first batches, and what was left once the
+    loader shut down."""
+
+    first_batch: EpochRecord
+    epochs: List[EpochRecord]
+    pids: Dict[str, int]
+    fds_before: int
+    fds_after: int
+    shm_left: List[str]
+    workers_left: List[str]
+    growth_limit: float = GROWTH_LIMIT
+    growth_floor: int = GROWTH_FLOOR
+
+    @property
+    def leak_measure(self) -> str:
+        """The figure the verdict reads: ``unique_anonymous`` (Linux), else ``uss``, else ``rss``."""
+        last = self.epochs[-1]
+        return next((kind for kind in ("unique_anonymous", "uss") if getattr(last, kind).get(MAIN) is not None), "rss")
+
+    def baseline(self, role: str) -> EpochRecord:
+        """A worker's first batch (copy-on-write of what it reads counts from there); for the main process,
+        the end of epoch 1 (its pools are full by then)."""
+        return self.epochs[0] if role == MAIN else self.first_batch
+
+    def growth(self, kind: Optional[str] = None) -> Dict[str, Optional[float]]:
+        """Relative growth of each process's ``kind`` of memory (default: the verdict's, `leak_measure`)
+        from its `baseline` to the end of the last epoch; ``None`` where the OS does not give it."""
+        kind = kind or self.leak_measure
+        out: Dict[str, Optional[float]] = {}
+        for role in self.pids:
+            first, last = getattr(self.baseline(role), kind).get(role), getattr(self.epochs[-1], kind).get(role)
+            out[role] = None if first is None or last is None else (last / first - 1 if first else 0.0)
+        return out
+
+    def _change(self, role: str, kind: str) -> Optional[int]:
+        first, last = getattr(self.baseline(role), kind).get(role), getattr(self.epochs[-1], kind).get(role)
+        return None if first is None or last is None else last - first
+
+    def _since(self, role: str) -> str:
+        return "the end of epoch 1" if role == MAIN else "its first batch"
+
+    def problems(self) -> List[str]:
+        """One line per finding, each with what to look at; empty when nothing grew or leaked."""
+        out = []
+        kind, n = self.leak_measure, len(self.epochs)
+        label = MEASURES[kind] + ("" if kind == "unique_anonymous" else
+                                  f" (unique anonymous memory is not available on {os_name()})")
+        for role, grown in self.growth().items():
+            if grown is None or grown <= self.growth_limit or (self._change(role, kind) or 0) <= self.growth_floor:
+                continue
+            first, last = getattr(self.baseline(role), kind)[role], getattr(self.epochs[-1], kind)[role]
+            where = ("look for Python lists or dicts of per-sample objects that the workers read (copy-on-write: "
+                     "reading an object writes its reference count, and the page it sits on is copied), caches "
+                     "without a bound, or state kept across batches" if role != MAIN else
+                     "look for what the training loop keeps across steps (losses kept as tensors, batches "
+                     "appended to a list), caches without a bound; or, if the workers grew too, pages they "
+                     "copied on write, which leaves the main process as the only holder of the original")
+            out.append(f"{role} (pid {self.pids[role]}): {label} memory grew {grown:.1%} from {self._since(role)} "
+                       f"to the end of epoch {n} ({_mib(first)} -> {_mib(last)} MiB), over the "
+                       f"{self.growth_limit:.0%} limit and {self.growth_floor / 2**20:.0f} MiB: {where}")
+        first, last = self.epochs[0], self.epochs[-1]
+        if last.open_fds > first.open_fds:
+            out.append(f"open file descriptors of the main process grew from {first.open_fds} at the end of epoch 1 "
+                       f"to {last.open_fds} at the end of epoch {n}: something opens a file per batch and keeps it")
+        if self.fds_after > self.fds_before:
+            out.append(f"the main process has {self.fds_after - self.fds_before} more open file descriptors after "
+                       f"the loader shut down than before it started ({self.fds_before} -> {self.fds_after}); "
+                       "list them with ls -l /proc/<pid>/fd")
+        if self.shm_left:
+            out.append(f"{SHM_DIR}: {', '.join(self.shm_left)} appeared during the run and no process holds them; "
+                       "whatever created them never unlinked them (remove them with rm)")
+        if self.workers_left:
+            out.append(f"{', '.join(self.workers_left)} still running after the loader shut down")
+        return out
+
+    def _grew(self, role: str, kind: str) -> bool:
+        """More than the limit, of what there was at the baseline (at least 1 MiB: shared memory may start at 0)."""
+        change = self._change(role, kind)
+        first = getattr(self.baseline(role), kind).get(role)
+        return change is not None and first is not None and change > self.growth_limit * max(first, 2**20)
+
+    def notes(self) -> List[str]:
+        """Why RSS grew, for each process whose RSS, mapped files or shared memory grew more than the limit:
+        what kind of pages grew."""
+        out = []
+        for role, grown in self.growth("rss").items():
+            if grown is None or not any(self._grew(role, kind) for kind in ("rss", "file_backed", "shared_memory")):
+                continue
+            text = (f"{role}: RSS grew {grown:.1%} from {self._since(role)} to the end of epoch {len(self.epochs)} "
+                    f"({(self._change(role, 'rss') or 0) / 2**20:+.1f} MiB)")
+            file_backed, anonymous, shm = (self._change(role, kind) for kind in ("file_backed", "anonymous",
+                                                                               "shared_memory"))
+            if file_backed is None or anonymous is None or shm is None:
+                out.append(f"{text}; which kind of pages grew is not available on {os_name()}")
+            else:
+                out.append(f"{text}: file-backed {file_backed / 2**20:+.1f} MiB, {FILE_PAGES}; anonymous "
+                           f"{anonymous / 2**20:+.1f} MiB; shared memory {shm / 2**20:+.1f} MiB")
+        return out
+
+    def unavailable(self) -> List[str]:
+        """The figures this OS does not give (empty on Linux)."""
+        last = self.epochs[-1]
+        return [label for kind, label in MEASURES.items() if any(v is None for v in getattr(last, kind).values())]
+
+    def summary(self) -> str:
+        """A table of each process's memory after the first batches, at the end of epoch 1 and of the
+        last epoch; then the findings, and what explains any RSS growth."""
+        n, verdict = len(self.epochs), self.leak_measure
+        readings = (self.first_batch, self.epochs[0], self.epochs[-1])
+        lines = [f"MiB after every worker's first batch, at the end of epoch 1 and of epoch {n}; growth from a "
+                 "worker's first batch, or from the main process's epoch 1",
+                 f"{'process':<10}{'memory':<18}{'first batch':>12}{'epoch 1':>10}{f'epoch {n}':>10}{'growth':>9}"]
+        for role in self.pids:
+            growth = {kind: self.growth(kind)[role] for kind in MEASURES}
+            for kind, label in MEASURES.items():
+                mark = " *" if kind == verdict else ""
+                cells = "".join(f"{_mib(getattr(r, kind).get(role)):>{w}}" for r, w in zip(readings, (12, 10, 10)))
+                grown = "n/a" if growth[kind] is None else f"{growth[kind]:.1%}"
+                lines.append(f"{role if kind == 'rss' else '':<10}{label + mark:<18}{cells}{grown:>9}")
+        lines.append(f"* the verdict's measure: what a leak or copy-on-write grows (limit: {self.growth_limit:.0%} "
+                     f"and {self.growth_floor / 2**20:.0f} MiB)")
+        missing = self.unavailable()
+        if missing:
+            lines.append(f"n/a: {', '.join(missing)} not available on {os_name()}")
+        first, last = self.epochs[0], self.epochs[-1]
+        lines.append(f"open fds of main: {self.fds_before} before, {first.open_fds} after epoch 1, {last.open_fds} "
+                     f"after epoch {n}, {self.fds_after} after shutdown; {len(self.shm_left)} /dev/shm segments left")
+        found = self.problems()
+        lines += [f"PROBLEM: {p}" for p in found] if found else [
+            f"ok: no process's {MEASURES[verdict]} memory grew more than {self.growth_limit:.0%} and "
+            f"{self.growth_floor / 2**20:.0f} MiB, nothing leaked"]
+        lines += [f"note: {note}" for note in self.notes()]
+        return "\n".join(lines)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {**asdict(self), "leak_measure": self.leak_measure,
+                **{f"growth_{kind}": self.growth(kind) for kind in MEASURES},
+                "problems": self.problems(), "notes": self.notes(), "not_available": self.unavailable()}
+
+
+def _one_epoch(loader: Any, step: Optional[Callable[[Any], Any]],
+               after_batch: Optional[Callable[[int], None]] = None) -> float:
+    """Seconds to iterate ``loader`` once, calling ``after_batch(batches so far)``; no batch outlives the call."""
+    start = time.perf_counter()
+    for count, batch in enumerate(loader, 1):
+        if step is not None:
+            step(batch)
+        if after_batch is not None:
+            after_batch(count)
+    return time.perf_counter() - start
+
+
+def _join_threads_started_since(before: Set[threading.Thread], timeout: float = THREAD_EXIT_SECONDS) -> None:
+    """Wait for the threads the loader started to end: a multiprocessing queue's feeder thread closes
+    the queue's pipe as it exits, after the loader has shut down, so counting descriptors before then
+    would report a leak that is only late."""
+    deadline = time.monotonic() + timeout
+    for thread in set(threading.enumerate()) - before:
+        if thread is not threading.current_thread():
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_workers: int = 2,
+             step: Optional[Callable[[Any], Any]] = None, growth_limit: float = GROWTH_LIMIT,
+             growth_floor: int = GROWTH_FLOOR,
+             progress: bool = False, **loader_kwargs: Any) -> SoakReport:
+    """Iterate ``dataset`` for ``epochs`` through `make_loader` with persistent workers, calling
+    ``step(batch)`` on each batch (your training step, or nothing), and record what every process held.
+
+    ``loader_kwargs`` go to `make_loader` (a sampler, a collate function, ...); workers are always
+    persistent, so each row of the report follows one process from the first epoch to the last.
+    A reading takes ~0.1 s a process (it walks every page table), once after the first
+    ``num_workers`` batches of epoch 1 (batches come from the workers in turn) and once per epoch.
+    Descriptors are counted after the threads started during the run have ended (at most
+    `THREAD_EXIT_SECONDS`), since the loader's queues close their pipes from their own threads.
+    """
+    if epochs < 2:
+        raise LabkitValueError(f"epochs={epochs}: growth is measured from the end of epoch 1, so soak at least 2")
+    pid_log = SharedLog("labkit-soak-pids-")
+    if num_workers > 0:
+        loader_kwargs.update(persistent_workers=True,
+                             worker_init_fn=_RecordWorkerPid(pid_log, loader_kwargs.get("worker_init_fn")))
+    gc.collect()
+    fds_before, shm_before = open_fds(), shm_segments()
+    threads_before = set(threading.enumerate())
+    loader = make_loader(dataset, batch_size=batch_size, num_workers=num_workers, **loader_kwargs)
+    records: List[EpochRecord] = []
+    warm: List[EpochRecord] = []
+    started = time.perf_counter()
+
+    def processes() -> Dict[str, int]:
+        return {MAIN: os.getpid(), **{f"worker {r['worker']}": r["pid"] for r in pid_log.records()}}
+
+    def once_every_worker_delivered(count: int) -> None:
+        if not warm and count >= num_workers:
+            warm.append(EpochRecord.read(0, time.perf_counter() - started, processes()))
+
+    rounds = range(epochs)
+    if progress:
+        from tqdm.auto import tqdm
+
+        rounds = tqdm(rounds, desc="soak", unit="epoch")
+    for epoch in rounds:
+        seconds = _one_epoch(loader, step, once_every_worker_delivered if not warm else None)
+        gc.collect()
+        records.append(EpochRecord.read(epoch + 1, seconds, processes()))
+        if not warm:  # fewer batches in an epoch than workers: the end of epoch 1 is the first reading
+            warm.append(records[-1])
+    pids = processes()
+    del loader  # persistent workers stop when the last reference to their loader goes
+    gc.collect()
+    _join_threads_started_since(threads_before)
+    workers_left = [f"{role} (pid {pid})" for role, pid in pids.items() if role != MAIN and running(pid)]
+    new_shm = shm_segments() - shm_before
+    left = sorted(new_shm - _held_shm()) if new_shm else []
+    return SoakReport(warm[0], records, pids, fds_before, open_fds(), left, workers_left, growth_limit,
+                      growth_floor)

@@ -1,0 +1,209 @@
+"""Where ``__getitem__`` spends its time: one sample's stages timed apart, for each decoder (seed 2.1).
+
+The seed calls ``__getitem__`` the costliest link of the chain: read the file → decode →
+resize → to tensor → normalise. `time_stages` runs exactly that chain on real files, with the
+work each labkit decoder does (`labkit.decode.decoders`), and times every stage on its own, so a lab can
+draw where the milliseconds go and see which stage a faster decoder removes:
+
+``pil``          full decode, PIL resize, then the H×W×C array becomes a C×H×W tensor.
+``pil-reduced``  a DCT-scaled decode (``Image.draft``), the array becomes a tensor, torch resizes it.
+``torchvision``  libjpeg-turbo decodes straight into a tensor (nothing left for to-tensor), torch resizes.
+
+Each stage's output feeds the next, and the uint8 image at the end is the decoder's own output
+(the tests hold the two equal), so the stages add up to what the decoder costs, not to a model of it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Sequence, Tuple
+
+import numpy as np
+import torch
+from PIL import Image
+
+from labkit.core.errors import LabkitKeyError, LabkitValueError
+from labkit.decode.decoders import (DECODERS, EXIF_ORIENTATION, MAX_PIXELS, TORCHVISION_FORMATS, Size, get_decoder,
+                                    open_image, pil_to_tensor, resize_uint8, target_hw, to_rgb)
+from labkit.device.transfer import normalize_uint8
+from labkit.workers.thread_budget import torch_threads
+
+STAGES = ("read", "decode", "resize", "to-tensor", "normalise")
+Stage = Tuple[str, Callable[[Any], Any]]
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _decode_full(data: bytes) -> Image.Image:
+    img = to_rgb(open_image(data, MAX_PIXELS))
+    img.load()  # an RGB file is not decoded until its pixels are asked for
+    return img
+
+
+def _decode_draft(hw: Tuple[int, int]) -> Callable[[bytes], Image.Image]:
+    def decode(data: bytes) -> Image.Image:
+        img = open_image(data, MAX_PIXELS)
+        if img.format == "JPEG":
+            rotated = img.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
+            img.draft("RGB", (hw[0], hw[1]) if rotated else (hw[1], hw[0]))
+        img = to_rgb(img)
+        img.load()
+        return img
+    return decode
+
+
+def _decode_torchvision(data: bytes) -> torch.Tensor:
+    from torchvision.io import ImageReadMode, decode_image
+
+    header = open_image(data, MAX_PIXELS)
+    if header.format not in TORCHVISION_FORMATS or header.mode == "CMYK":
+        raise LabkitValueError(f"torchvision's stages are timed on JPEG, PNG, GIF and WEBP in RGB, not {header.format} "
+                         f"in {header.mode}: time that file with decoder='pil'")
+    img = decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB,
+                       apply_exif_orientation=True)
+    return img if img.dtype == torch.uint8 else (img.to(torch.int32) >> 8).to(torch.uint8)
+
+
+def _resize_pil(hw: Tuple[int, int]) -> Callable[[Image.Image], Image.Image]:
+    return lambda img: img if img.size == (hw[1], hw[0]) else img.resize((hw[1], hw[0]), Image.BILINEAR)
+
+
+def _resize_tensor(hw: Tuple[int, int]) -> Callable[[torch.Tensor], torch.Tensor]:
+    return lambda img: img.contiguous() if tuple(img.shape[-2:]) == hw else resize_uint8(img, hw).contiguous()
+
+
+def _array_to_chw(img: Image.Image) -> torch.Tensor:
+    return torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1)
+
+
+def _unchanged(img: torch.Tensor) -> torch.Tensor:
+    return img
+
+
+def stage_chain(decoder: str, size: Size = 256) -> List[Stage]:
+    """The stages of one sample for ``decoder``, in the order that decoder runs them, each a function
+    of the previous stage's output (the first takes a path). Every stage of `STAGES` appears once."""
+    get_decoder(decoder)  # a clear error for an unknown name
+    hw = target_hw(size)
+    if hw is None:
+        raise LabkitValueError("time_stages needs an output size: the resize is one of the stages")
+    if decoder == "pil":
+        middle: List[Stage] = [("decode", _decode_full), ("resize", _resize_pil(hw)), ("to-tensor", pil_to_tensor)]
+    elif decoder == "pil-reduced":
+        middle = [("decode", _decode_draft(hw)), ("to-tensor", _array_to_chw), ("resize", _resize_tensor(hw))]
+    else:
+        middle = [("decode", _decode_torchvision), ("to-tensor", _unchanged), ("resize", _resize_tensor(hw))]
+    return [("read", _read), *middle, ("normalise", normalize_uint8)]
+
+
+def run_stages(path: str, decoder: str, size: Size = 256) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float]]:
+    """One sample through `stage_chain`: (uint8 image, normalised float image, seconds per stage)."""
+    seconds: Dict[str, float] = {}
+    value: Any = path
+    image = None
+    for name, stage in stage_chain(decoder, size):
+        if name == "normalise":
+            image = value
+        t0 = time.perf_counter()
+        value = stage(value)
+        seconds[name] = time.perf_counter() - t0
+    return image, value, seconds  # type: ignore[return-value]
+
+
+@dataclass
+class StageTimes:
+    """Seconds per stage for every sample timed with one decoder."""
+
+    decoder: str
+    seconds: Dict[str, List[float]]
+
+    @property
+    def median_ms(self) -> Dict[str, float]:
+        """Median milliseconds of each stage, over the samples, in `STAGES` order."""
+        return {name: statistics.median(self.seconds[name]) * 1000 for name in STAGES}
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.median_ms.values())
+
+    def share(self, stage: str) -> float:
+        """The stage's share of the sample's total (medians)."""
+        return self.median_ms[stage] / self.total_ms if self.total_ms else 0.0
+
+    @property
+    def slowest(self) -> str:
+        return max(STAGES, key=lambda name: self.median_ms[name])
+
+
+def time_stages(paths: Sequence[str], decoder: str = "pil", size: Size = 256, warmup: int = 2) -> StageTimes:
+    """Run every file of ``paths`` through ``decoder``'s stages and time each stage of each sample.
+
+    The first ``warmup`` files are run once untimed (imports, first allocations). Read times are of
+    the page cache when the files were read recently: what the lab measures is the CPU's share.
+    Torch runs on one thread meanwhile, as it does in a DataLoader worker (and two threads fighting
+    other processes for a small machine's cores make the torch stages' times swing by 10x).
+    """
+    if not paths:
+        raise LabkitValueError("time_stages needs at least one file")
+    seconds: Dict[str, List[float]] = {name: [] for name in STAGES}
+    with torch_threads(1):
+        for path in list(paths)[:warmup]:
+            run_stages(path, decoder, size)
+        for path in paths:
+            for name, s in run_stages(path, decoder, size)[2].items():
+                seconds[name].append(s)
+    return StageTimes(decoder, seconds)
+
+
+@dataclass
+class StageReport:
+    """`StageTimes` of several decoders on the same files, printed as a table and drawn as stacked bars."""
+
+    results: List[StageTimes]
+    samples: int
+
+    def __getitem__(self, decoder: str) -> StageTimes:
+        for result in self.results:
+            if result.decoder == decoder:
+                return result
+        raise LabkitKeyError(f"no decoder {decoder!r} timed here; timed: {', '.join(r.decoder for r in self.results)}")
+
+    def __str__(self) -> str:
+        lines = [f"median ms per sample over {self.samples} files",
+                 f"{'decoder':<13}" + "".join(f"{name:>11}" for name in STAGES) + f"{'total':>9}  slowest"]
+        for r in self.results:
+            ms = r.median_ms
+            lines.append(f"{r.decoder:<13}" + "".join(f"{ms[name]:>11.2f}" for name in STAGES)
+                         + f"{r.total_ms:>9.2f}  {r.slowest} ({r.share(r.slowest):.0%})")
+        return "\n".join(lines)
+
+    def plot(self, ax: Any = None) -> Any:
+        """One stacked bar per decoder: the median ms of each stage."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(7, 3.5))[1]
+        names = [r.decoder for r in self.results]
+        bottom = np.zeros(len(names))
+        for k, stage in enumerate(STAGES):
+            ms = np.array([r.median_ms[stage] for r in self.results])
+            ax.bar(names, ms, bottom=bottom, label=stage, color=f"C{k}")
+            bottom += ms
+        ax.set_ylabel("ms per sample (median)")
+        ax.set_xlabel("decoder")
+        ax.set_title(f"Where __getitem__ spends its time ({self.samples} files)")
+        ax.legend(loc="upper right", fontsize="small")
+        return ax
+
+
+def compare_decoders(paths: Sequence[str], decoders: Sequence[str] = tuple(DECODERS), size: Size = 256,
+                     progress: bool = True) -> StageReport:
+    """`time_stages` for each decoder on the same files, one after the other."""
+    from tqdm.auto import tqdm
+
+    results = [time_stages(paths, d, size) for d in tqdm(decoders, desc="decoders", disable=not progress)]
+    return StageReport(results, len(paths))

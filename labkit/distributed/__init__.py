@@ -1,0 +1,25 @@
+"""Ranks under torchrun, staging to node-local disk, checkpoints.
+
+Import rule: labkit.distributed may import labkit.core, labkit.decode, labkit.storage, labkit.datasets,
+labkit.samplers, labkit.collate, labkit.workers, labkit.device, nothing else.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "DistInfo": "ranks",
+    "init_from_env": "ranks",
+    "close_process_group": "ranks",
+    "WorkerBudget": "ranks",
+    "worker_budget": "ranks",
+    "stage_to_local": "ranks",
+    "file_crc32": "ranks",
+    "CheckpointError": "checkpoint",
+    "save_checkpoint": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "loader_state": "checkpoint",
+})

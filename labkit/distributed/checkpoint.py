@@ -1,0 +1,137 @@
+"""Checkpoints that survive a kill at any instant, and the loader state to put in them.
+
+A job killed while writing its checkpoint (preemption, the out-of-memory killer, a node
+lost) must find the last good one on restart, never half of a new one. `save_checkpoint`
+writes to a temporary file beside the target, flushes and fsyncs it, renames it over the
+target in one step (``os.replace``) and fsyncs the directory so the rename itself survives a
+power cut. A reader therefore sees the old file or the new one, whole.
+
+The file is a short header (magic, length, CRC32) followed by ``torch.save`` bytes, so a
+file cut short or damaged after it was written (a copy that stopped, a bad disk) is
+refused with a message naming it, instead of resuming from garbage. `load_checkpoint`
+unpickles with ``torch.load(weights_only=True)``: tensors, numbers, strings, lists, tuples
+and dicts come back; a checkpoint that asks for any other object is refused and no code
+in it runs.
+
+`loader_state` is the sampler's half of the state: with DataLoader workers the sampler has
+handed out indices for the batches still in flight, so the checkpoint must count what the
+training loop consumed, not what the sampler gave away.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import os
+import re
+import struct
+import zlib
+from typing import Any, Dict, Mapping, Optional
+
+import torch
+
+from labkit.core.errors import LabkitError, LabkitTypeError
+from labkit.core.machine import running
+from labkit.core.string_table import PathLike
+from labkit.samplers.resumable import ResumableSampler
+
+MAGIC = b"LKCKPT01"
+HEADER_STRUCT = struct.Struct("<QI")  # payload length, CRC32 of the payload
+_TMP_INFIX = ".tmp-"
+
+
+class CheckpointError(LabkitError, RuntimeError):
+    """A checkpoint file cannot be used; the message names the file, what is wrong and what to do."""
+
+
+def _fsync_directory(directory: str) -> None:
+    if os.name != "posix":  # Windows cannot open a directory; its renames are journalled by NTFS
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove_stale_temps(path: str) -> None:
+    """Delete temporary files that writers of ``path`` killed mid-write left behind (their pid is gone)."""
+    for tmp in glob.glob(glob.escape(path) + _TMP_INFIX + "*"):
+        suffix = tmp[len(path) + len(_TMP_INFIX):]
+        if suffix.isdigit() and not running(int(suffix)):
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+
+def save_checkpoint(state: Mapping[str, Any], path: PathLike) -> None:
+    """Write ``state`` to ``path`` atomically: after a crash at any point, ``path`` holds the previous
+    checkpoint or this one, whole. One process should write a given path (rank 0, say); temporary
+    files of writers that died are removed here. ``state`` should hold only tensors, numbers, strings,
+    lists, tuples and dicts (model and optimizer ``state_dict()``s do): anything else will not load."""
+    path = os.fspath(path)
+    buffer = io.BytesIO()
+    torch.save(dict(state), buffer)
+    payload = buffer.getbuffer()
+    tmp = f"{path}{_TMP_INFIX}{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(MAGIC + HEADER_STRUCT.pack(len(payload), zlib.crc32(payload)))
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    _fsync_directory(os.path.dirname(os.path.abspath(path)))
+    _remove_stale_temps(path)
+
+
+def load_checkpoint(path: PathLike, map_location: Any = "cpu") -> Dict[str, Any]:
+    """The state `save_checkpoint` wrote to ``path``; `CheckpointError` if the file is not one, is
+    truncated or damaged, or asks to build objects other than tensors and plain containers."""
+    path = os.fspath(path)
+    with open(path, "rb") as f:
+        data = f.read()
+    start = len(MAGIC) + HEADER_STRUCT.size
+    if len(data) < start or not data.startswith(MAGIC):
+        raise CheckpointError(f"{path} is not a labkit checkpoint (no {MAGIC!r} header): "
+                              "pass a file written by labkit.distributed.checkpoint.save_checkpoint")
+    length, crc = HEADER_STRUCT.unpack_from(data, len(MAGIC))
+    payload = memoryview(data)[start:]
+    if len(payload) != length:
+        raise CheckpointError(f"{path} is truncated or padded: {len(payload)} bytes of state where its header "
+                              f"says {length}; it was cut off after it was written (an interrupted copy?): "
+                              "resume from an earlier checkpoint")
+    if zlib.crc32(payload) != crc:
+        raise CheckpointError(f"{path} is damaged: its checksum does not match its contents; check the disk "
+                              "and resume from an earlier checkpoint")
+    try:
+        state = torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
+    except Exception as error:  # UnpicklingError or RuntimeError, depending on where torch.load stopped
+        named = re.search(r"Unsupported global: GLOBAL (\S+)", str(error))
+        if named:
+            raise CheckpointError(f"{path} asks for {named.group(1)}, and load_checkpoint builds only tensors, "
+                                  "numbers, strings, lists, tuples and dicts (no code in the file ran): save "
+                                  "state_dict()s, with numpy values turned into int/float or tensors") from error
+        raise CheckpointError(f"{path} passed its checksum but torch.load cannot read it ({error}): it was not "
+                              "written by save_checkpoint, or by a torch this one cannot read") from error
+    return state
+
+
+def loader_state(sampler: ResumableSampler, steps_in_epoch: int, batch_size: Optional[int]) -> Dict[str, Any]:
+    """The sampler state to checkpoint once the loop has consumed ``steps_in_epoch`` batches of this epoch.
+
+    ``batch_size`` is the DataLoader's; pass ``None`` when ``sampler`` is the ``batch_sampler`` (it
+    counts batches). A last, short batch is counted as what it held, so the state after the final step
+    resumes at the start of the next epoch. Restore with ``sampler.load_state_dict(state)``.
+    """
+    if not isinstance(sampler, ResumableSampler):
+        raise LabkitTypeError(f"{type(sampler).__name__} cannot resume mid-epoch: use a labkit.samplers.resumable sampler "
+                        "(BlockShuffleSampler, DistributedBlockSampler, ...) or torchdata's StatefulDataLoader")
+    if batch_size is None:
+        return sampler.state_dict(consumed=steps_in_epoch)
+    return sampler.state_dict(consumed=min(steps_in_epoch * batch_size, len(sampler)))

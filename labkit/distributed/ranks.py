@@ -1,0 +1,141 @@
+"""Distributed loading on torch.distributed (seed section 4.4): set-up, local staging, worker budget.
+
+No cluster code of our own: process groups come from ``torchrun``'s environment, splitting
+comes from `labkit.samplers.resumable.DistributedBlockSampler`, and the checks use collectives.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import os
+import shutil
+import zlib
+from dataclasses import dataclass
+from typing import List, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+
+from labkit.core.errors import LabkitOSError, LabkitRuntimeError, LabkitValueError
+from labkit.core.string_table import PathLike
+
+_CHUNK = 1 << 22
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int
+    world_size: int
+    local_rank: int
+    local_world_size: int
+    backend: str
+    device: torch.device
+
+
+def init_from_env(backend: Optional[str] = None, timeout: Optional[datetime.timedelta] = None) -> DistInfo:
+    """Join the process group ``torchrun`` describes in the environment (nccl with CUDA, else gloo).
+
+    ``timeout`` bounds how long a collective waits for the other ranks (torch's default is long:
+    10 to 30 minutes) — a test or a demo sets it short so a hang becomes an error."""
+    missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
+    if missing:
+        raise LabkitRuntimeError(f"{', '.join(missing)} not set: start this under torchrun, e.g. "
+                           "`torchrun --nproc_per_node=2 -m labkit.course.ddp_demo`")
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    cuda = torch.cuda.is_available()
+    backend = backend or ("nccl" if cuda else "gloo")
+    device = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda and backend == "nccl" else \
+        torch.device("cpu")
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group(backend, **({"timeout": timeout} if timeout is not None else {}))
+    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank,
+                    int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())), backend, device)
+
+
+def close_process_group() -> None:
+    """Leave the default process group so the process exits cleanly.
+
+    Delete the DistributedDataParallel models (and their optimizers) first: with gloo, a DDP reducer
+    still alive at interpreter exit, or a rank leaving while another is still in its last collective,
+    can abort a process whose work is done ("terminate called without an active exception", about one
+    run in three of ``labkit.course.ddp_demo`` on torch 2.14 without this). Every rank collects garbage, waits
+    for the others at a barrier, and then the group goes."""
+    gc.collect()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@dataclass(frozen=True)
+class WorkerBudget:
+    workers_per_rank: int
+    reasoning: str
+
+
+def worker_budget(cores_per_node: int, ranks_per_node: int, max_workers: int = 8) -> WorkerBudget:
+    """DataLoader workers per rank so that ranks × (workers + main process) fits the node's cores."""
+    if cores_per_node < 1 or ranks_per_node < 1:
+        raise LabkitValueError("cores_per_node and ranks_per_node must be >= 1")
+    workers = max(1, min(max_workers, cores_per_node // ranks_per_node - 1))
+    naive = ranks_per_node * (max_workers + 1)
+    busy = ranks_per_node * (workers + 1)
+    reasoning = (f"{ranks_per_node} ranks x ({max_workers} workers + 1 main process) = {naive} busy processes on "
+                 f"{cores_per_node} cores would be {naive / cores_per_node:.2f}x the cores (the seed's 8 GPUs x 8 "
+                 f"workers trap). Each rank gets {cores_per_node} / {ranks_per_node} = "
+                 f"{cores_per_node / ranks_per_node:g} cores, less one for its main process: {workers} workers per "
+                 f"rank, {busy} busy processes in all ({busy / cores_per_node:.2f}x the cores).")
+    return WorkerBudget(workers, reasoning)
+
+
+def _crc32(path: str) -> int:
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _copy_verified(src: str, dst: str) -> None:
+    tmp = f"{dst}.tmp-{os.getpid()}"
+    crc = 0
+    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+        while chunk := fin.read(_CHUNK):
+            crc = zlib.crc32(chunk, crc)
+            fout.write(chunk)
+        fout.flush()
+        os.fsync(fout.fileno())
+    if _crc32(tmp) != crc:
+        os.unlink(tmp)
+        raise LabkitOSError(f"{dst}: copy of {src} does not match its checksum; check the local disk and retry")
+    shutil.copystat(src, tmp)
+    os.replace(tmp, dst)
+
+
+def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: Optional[int] = None) -> List[str]:
+    """Copy shards from shared storage to this node's disk once per node (seed 4.4); return local paths.
+
+    Local rank 0 copies, checking each copy against the CRC32 of what it read; the other
+    ranks of the node wait at a barrier. A shard already there with the source's size and
+    checksum is kept, so an interrupted staging resumes where it stopped.
+    """
+    local_dir = os.fspath(local_dir)
+    local_rank = int(os.environ.get("LOCAL_RANK", 0)) if local_rank is None else local_rank
+    targets = [os.path.join(local_dir, os.path.basename(os.fspath(s))) for s in shards]
+    if len(set(targets)) != len(targets):
+        raise LabkitValueError("two shards have the same file name; staging would overwrite one with the other")
+    if local_rank == 0:
+        os.makedirs(local_dir, exist_ok=True)
+        for src, dst in zip(map(os.fspath, shards), targets):
+            if os.path.exists(dst) and os.path.getsize(dst) == os.path.getsize(src) and _crc32(dst) == _crc32(src):
+                continue
+            _copy_verified(src, dst)
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+    return targets
+
+
+def file_crc32(path: PathLike) -> int:
+    """The CRC32 of a whole file, the checksum `stage_to_local` checks its copies against (to print or compare)."""
+    return _crc32(os.fspath(path))

@@ -1,0 +1,41 @@
+"""Measurements: loader timing, the step profile, this machine and its processes' memory, CPU cores, page faults
+and the page cache.
+
+Import rule: labkit.measure may read every layer from core to distributed; never diagnose, course or tools.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "machine_info": "loader_timing",
+    "describe_machine": "loader_timing",
+    "Throughput": "loader_timing",
+    "measure_loader": "loader_timing",
+    "EpochTime": "loader_timing",
+    "time_epochs": "loader_timing",
+    "profile_loader": "step_profile",
+    "CoreUsage": "cpu_usage",
+    "CoreSampler": "cpu_usage",
+    "os_name": "process_memory",
+    "rss_bytes": "process_memory",
+    "pss_bytes": "process_memory",
+    "read_memory": "process_memory",
+    "MemoryReading": "process_memory",
+    "tree_memory_bytes": "process_memory",
+    "tree_memory_measure": "process_memory",
+    "describe_tree_memory": "process_memory",
+    "PeakMemory": "process_memory",
+    "can_evict": "page_cache",
+    "evict": "page_cache",
+    "resident_fraction": "page_cache",
+    "empty_page_cache": "page_cache",
+    "resident_share": "page_cache",
+    "mapping_processes": "page_cache",
+    "can_count_faults": "page_faults",
+    "minor_faults": "page_faults",
+    "tree_minor_faults": "page_faults",
+})

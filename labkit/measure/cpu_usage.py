@@ -1,0 +1,165 @@
+"""Per-core CPU use sampled while a loop runs: the seed's ``htop`` advice (section 7) as a measurement.
+
+Watching ``htop`` during training, the seed reads two pictures: some cores idle for long stretches
+(too few workers, or workers stuck waiting on I/O) and every core busy while the GPU waits (the
+device side, or the copy to it, needs the work). `CoreSampler` records the same picture — busy and
+I/O-wait shares of each core this process may use, every ``interval`` seconds, from a background
+thread — and `CoreUsage.reading` says which of the two it is. The counters are the whole machine's:
+other programs' work shows too, so the reading also says how much of it was this process and its
+workers (the rest was someone else's).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+import psutil
+
+from labkit.core.environment import usable_cpu_ids
+from labkit.core.errors import LabkitValueError
+from labkit.measure.process_memory import cpu_seconds, descendants
+
+BUSY = 70.0  # percent: a core above this, on average over the run, counts as busy
+IDLE = 30.0  # percent: a core below this counts as idle
+IO_WAIT = 10.0  # percent of a core's time waiting on I/O that is worth naming
+
+
+@dataclass
+class CoreUsage:
+    """Samples of each core's busy and I/O-wait share (percent) over a run, and this process tree's share."""
+
+    times: np.ndarray  # seconds from the start of sampling to the end of each sample
+    busy: np.ndarray  # samples × cores: 100 − idle − iowait
+    iowait: np.ndarray  # samples × cores (zeros where the OS does not report it)
+    cores: List[int]
+    own_share: float  # CPU time of this process and its workers / (wall time × cores)
+
+    @property
+    def mean_busy(self) -> np.ndarray:
+        return self.busy.mean(axis=0) if len(self.busy) else np.zeros(len(self.cores))
+
+    @property
+    def mean_iowait(self) -> np.ndarray:
+        return self.iowait.mean(axis=0) if len(self.iowait) else np.zeros(len(self.cores))
+
+    def idle_cores(self, threshold: float = IDLE) -> List[int]:
+        """Cores whose average busy share stayed under ``threshold`` percent."""
+        return [core for core, busy in zip(self.cores, self.mean_busy) if busy < threshold]
+
+    def reading(self, data_share: Optional[float] = None, busy: float = BUSY, idle: float = IDLE) -> str:
+        """What the picture says, in the seed's terms. ``data_share``: the share of each step the loop
+        waited for data (`labkit.workers.profiled_loader.LoaderReport.data_share`), when a model step was timed."""
+        if not len(self.busy):
+            return "no sample taken: the run was shorter than one sampling interval"
+        means = self.mean_busy
+        overall = float(means.mean())
+        others = max(0.0, overall / 100 - self.own_share)
+        lines = [f"{len(self.cores)} cores busy on average " + ", ".join(f"{m:.0f} %" for m in means)
+                 + f" ({len(self.times)} samples); this process and its workers used {self.own_share:.0%} of them"
+                 + (f", other programs about {others:.0%}" if others >= 0.05 else "")]
+        idle_cores = self.idle_cores(idle)
+        waiting = [c for c, w in zip(self.cores, self.mean_iowait) if w >= IO_WAIT]
+        if waiting:
+            lines.append(f"cores {waiting} spent over {IO_WAIT:.0f} % of the run waiting on I/O: the storage is slow "
+                         "for this access pattern (pack the files, keep them on local disk, leave room in the page "
+                         "cache); more workers only queue more reads")
+        if idle_cores:
+            lines.append(f"cores {idle_cores} stayed mostly idle (under {idle:.0f} %): there is room for more "
+                         "workers, or the workers are waiting on something other than the CPU")
+        elif means.min() >= busy:
+            if data_share is not None and data_share < 0.10:
+                lines.append("every core busy and the loop hardly waits for data: the compute side sets the pace. "
+                             "On a GPU machine, cores this busy while the GPU's busy share is low point at the "
+                             "device side or the copy to it")
+            else:
+                lines.append("every core busy: the CPU is the limit. More workers cannot help; decode less "
+                             "(a faster decoder, a decoded pack), move work to the device, or get more cores")
+        else:
+            lines.append(f"cores between {idle:.0f} and {busy:.0f} % busy: neither picture is clear; "
+                         "profile_loader's wait share says which side to look at")
+        if others >= 0.25:
+            lines.append("other programs took a large share of these cores: rerun on a quieter machine "
+                         "before acting on this")
+        return "\n".join(lines)
+
+    def plot(self, ax: Any = None, title: str = "") -> Any:
+        """One line per core: its busy share over the run (percent), I/O wait shaded below."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(7, 2.8), dpi=90)[1]
+        for k, core in enumerate(self.cores):
+            line, = ax.plot(self.times, self.busy[:, k], label=f"core {core} busy", drawstyle="steps-post")
+            if self.iowait[:, k].any():
+                ax.fill_between(self.times, 0, self.iowait[:, k], step="post", alpha=0.3, color=line.get_color(),
+                                label=f"core {core} I/O wait")
+        ax.set_ylim(0, 105)
+        ax.set_xlabel("seconds since sampling began")
+        ax.set_ylabel("CPU busy (%)")
+        ax.set_title(title or f"Per-core CPU use ({len(self.cores)} cores)")
+        ax.legend(fontsize="small", loc="lower right")
+        return ax
+
+
+class CoreSampler:
+    """``with CoreSampler(0.2) as sampler: run()`` — then ``sampler.usage`` holds the per-core picture.
+
+    A background thread reads each core's CPU times every ``interval`` seconds
+    (``psutil.cpu_times_percent(percpu=True)``); the thread sleeps inside psutil's call, so it costs
+    next to nothing. Leaving the block waits for the sample in progress (at most ``interval``). This
+    process's and its workers' CPU time is read at each sample too, for `CoreUsage.own_share`.
+    """
+
+    def __init__(self, interval: float = 0.2) -> None:
+        if interval <= 0:
+            raise LabkitValueError(f"interval must be > 0 seconds, got {interval}")
+        self.interval = interval
+        self.cores = usable_cpu_ids()
+        self.usage: Optional[CoreUsage] = None
+        self._stop = threading.Event()
+        self._samples: List[Any] = []
+        self._times: List[float] = []
+        self._thread: Optional[threading.Thread] = None
+
+    def _tree_cpu(self) -> None:
+        """CPU seconds of this process and each live descendant, kept per process: a worker that ends
+        before the block does still counts with what it used."""
+        for pid in [os.getpid(), *descendants()]:
+            self._cpu_last[pid] = max(self._cpu_last.get(pid, 0.0), cpu_seconds(pid))
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            sample = psutil.cpu_times_percent(interval=self.interval, percpu=True)
+            self._times.append(time.perf_counter() - self._start)
+            self._samples.append(sample)
+            self._tree_cpu()
+
+    def __enter__(self) -> "CoreSampler":
+        self._start = time.perf_counter()
+        self._cpu_last: Dict[int, float] = {}
+        self._tree_cpu()
+        self._cpu_first = dict(self._cpu_last)  # processes started later begin at zero
+        psutil.cpu_times_percent(percpu=True)  # the next call's interval starts now
+        self._thread = threading.Thread(target=self._run, name="labkit-core-sampler", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+        self._tree_cpu()
+        wall = time.perf_counter() - self._start
+        used = sum(last - self._cpu_first.get(pid, 0.0) for pid, last in self._cpu_last.items())
+        own = used / (wall * len(self.cores)) if wall > 0 else 0.0
+        width = min((len(s) for s in self._samples), default=len(self.cores))
+        cores = self.cores if all(c < width for c in self.cores) else list(range(width))  # ids past the list: hotplug
+        busy = np.array([[100.0 - s[c].idle - getattr(s[c], "iowait", 0.0) for c in cores]
+                         for s in self._samples]).reshape(-1, len(cores))
+        iowait = np.array([[getattr(s[c], "iowait", 0.0) for c in cores]
+                           for s in self._samples]).reshape(-1, len(cores))
+        self.usage = CoreUsage(np.array(self._times), np.clip(busy, 0, 100), iowait, cores, min(1.0, own))

@@ -1,0 +1,190 @@
+"""Timing a loader the way every labkit measurement does: warm-up, several runs, the median,
+and the machine it ran on — so two numbers are only compared when measured side by side."""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+
+import torch
+
+from labkit.core.environment import usable_cpus
+from labkit.core.errors import LabkitValueError
+
+
+def machine_info() -> Dict[str, Any]:
+    """Cores, CPU model, device and library versions: printed beside every measurement."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    import torchvision
+
+    return {"cpu_count": usable_cpus(), "cpu": cpu, "device": device, "torch": torch.__version__,
+            "torchvision": torchvision.__version__, "python": platform.python_version(),
+            "platform": platform.platform(terse=True)}
+
+
+def describe_machine(info: Optional[Dict[str, Any]] = None) -> str:
+    info = info or machine_info()
+    return (f"{info['cpu_count']} CPUs ({info['cpu']}), device {info['device']}, "
+            f"torch {info['torch']}, torchvision {info['torchvision']}")
+
+
+def spread_indices(count: int, samples: int) -> List[int]:
+    """``samples`` indices spread evenly over a set of ``count``, for timing a sample of it.
+
+    Not the first ``samples``: packs and folders are stored class by class, and classes differ
+    in how long they take to decode (in labkit's photo set the first class's files are 5 %
+    smaller than the average and decode faster).
+    """
+    if count < 1 or samples < 1:
+        raise LabkitValueError(f"need count >= 1 and samples >= 1, got count={count}, samples={samples}")
+    n = min(count, samples)
+    return [i * count // n for i in range(n)]
+
+
+def _batch_size(batch: Any) -> int:
+    first = batch[0] if isinstance(batch, (list, tuple)) else batch
+    return len(first)
+
+
+@dataclass
+class Throughput:
+    """Images/s and step time of a loader: the median over ``runs`` measured passes."""
+
+    images_per_s: float
+    step_s: float
+    runs_images_per_s: List[float] = field(default_factory=list)
+    batches_per_run: int = 0
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+
+_NO_BATCH = "the loader produced no batch; is the dataset empty or drop_last too strict?"
+
+
+def _stream(loader: Iterable) -> Iterator[Any]:
+    """The loader's batches epoch after epoch, one iterator per epoch, never abandoned mid-epoch."""
+    while True:
+        produced = False
+        for batch in loader:
+            produced = True
+            yield batch
+        if not produced:
+            raise LabkitValueError(_NO_BATCH)
+
+
+def prefetched_batches(loader: Any) -> int:
+    """Batches a DataLoader's workers make before the first is asked for (``num_workers ×
+    prefetch_factor``), found through wrappers that keep the DataLoader as ``.loader``; 0 without workers."""
+    for _ in range(4):
+        workers = getattr(loader, "num_workers", None)
+        if isinstance(workers, int):
+            return workers * (getattr(loader, "prefetch_factor", None) or 2) if workers > 0 else 0
+        loader = getattr(loader, "loader", None)
+        if loader is None:
+            break
+    return 0
+
+
+def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: Optional[int] = None,
+                   on_batch: Optional[Callable[[Any], None]] = None,
+                   warmup_batches: Optional[int] = None, min_seconds: float = 0.0,
+                   max_runs: Optional[int] = None) -> Throughput:
+    """Time ``warmup_runs + runs`` consecutive passes of at most ``max_batches`` batches (default: an epoch).
+
+    Warm-up passes absorb worker start-up and cold caches and are not counted; each measured
+    pass gives images/s, and every batch gives one step time: the wait for the batch plus
+    ``on_batch(batch)`` — a model step, or a memory sample — when one is given. Warm-up runs
+    stop after ``warmup_batches`` batches (default: as many as a measured run).
+
+    Passes are cut from one continuing stream of epochs: restarting a DataLoader's iterator
+    mid-epoch makes its workers finish, and throw away, every batch already in flight —
+    up to ``num_workers × prefetch_factor`` batches of work charged to the next pass.
+
+    A warm-up pass takes at least the batches the workers made before the first was asked for
+    (`prefetched_batches`): otherwise a short first measured pass is handed batches made before
+    it began, and a trial of a few batches reads several times faster than the loader runs.
+
+    A fast loader's pass can last a fraction of a second, short enough for one hiccup of a
+    shared machine to move its median: with ``min_seconds``, measured passes go on past
+    ``runs`` until they add up to that long (at most ``max_runs``, default 5 × ``runs``).
+    """
+    if runs < 1:
+        raise LabkitValueError(f"runs must be >= 1, got {runs}")
+    most = max(runs, 5 * runs if max_runs is None else max_runs)
+    if max_batches is None and hasattr(loader, "__len__"):
+        max_batches = len(loader)  # type: ignore[arg-type]
+    rates: List[float] = []
+    steps: List[float] = []
+    batches = 0
+    stream = _stream(loader)
+    measured = 0.0
+    run = 0
+    try:
+        while run < warmup_runs + runs or (measured < min_seconds and run < warmup_runs + most):
+            limit = warmup_batches if (run < warmup_runs and warmup_batches is not None) else max_batches
+            if run < warmup_runs and limit is not None:
+                limit = max(limit, prefetched_batches(loader) + 1)
+            images = 0
+            batches = 0
+            start = last = time.perf_counter()
+            run_steps: List[float] = []
+            for batch in stream if limit is not None else loader:  # no length, no limit: whole epochs
+                if on_batch is not None:
+                    on_batch(batch)
+                now = time.perf_counter()
+                run_steps.append(now - last)
+                images += _batch_size(batch)
+                batches += 1
+                last = now
+                if limit is not None and batches >= limit:
+                    break
+            elapsed = time.perf_counter() - start
+            if batches == 0:
+                raise LabkitValueError(_NO_BATCH)
+            if run >= warmup_runs:
+                rates.append(images / elapsed)
+                steps.extend(run_steps)
+                measured += elapsed
+            run += 1
+    finally:
+        stream.close()
+    return Throughput(statistics.median(rates), statistics.median(steps), rates, batches)
+
+
+@dataclass
+class EpochTime:
+    """One epoch of a loader: how long until its first batch arrived, and how long it took in all."""
+
+    first_batch_s: float
+    total_s: float
+    batches: int
+
+
+def time_epochs(loader: Iterable, epochs: int = 3) -> List[EpochTime]:
+    """Iterate ``epochs`` whole epochs and time each: the wait for the first batch is where worker
+    start-up shows (paid every epoch unless ``persistent_workers=True``, seed 3.1)."""
+    if epochs < 1:
+        raise LabkitValueError(f"epochs must be >= 1, got {epochs}")
+    times: List[EpochTime] = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        first: Optional[float] = None
+        batches = 0
+        for _batch in loader:
+            if first is None:
+                first = time.perf_counter() - start
+            batches += 1
+        if first is None:
+            raise LabkitValueError(_NO_BATCH)
+        times.append(EpochTime(first, time.perf_counter() - start, batches))
+    return times

@@ -1,0 +1,32 @@
+"""The order samples are read in: the resumable samplers, order scores and the block-size sweep.
+
+Import rule: labkit.samplers may import labkit.core, labkit.decode, labkit.storage, labkit.datasets, nothing
+else.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "ResumableSampler": "resumable",
+    "block_shuffle_order": "resumable",
+    "BlockShuffleSampler": "resumable",
+    "DistributedBlockSampler": "resumable",
+    "ClassBalancedSampler": "resumable",
+    "GroupedBatchSampler": "resumable",
+    "RandomOffsetSequentialSampler": "resumable",
+    "shuffle_buffer_order": "resumable",
+    "page_buffer_order": "resumable",
+    "batch_class_entropy": "resumable",
+    "mean_displacement": "resumable",
+    "pages_per_batch": "resumable",
+    "OrderScores": "resumable",
+    "score_order": "resumable",
+    "Tradeoff": "order_scores",
+    "block_sizes": "order_scores",
+    "sweep_block_sizes": "order_scores",
+    "plot_tradeoff": "order_scores",
+})

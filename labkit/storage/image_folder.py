@@ -1,0 +1,68 @@
+"""Finding the samples of an ImageFolder tree (``root/<class>/<...>/<file>``).
+
+The same rules as ``torchvision.datasets.ImageFolder`` (classes are the sorted sub-folder
+names, files are matched by image extension), with two differences a long-running course
+needs: hidden entries such as ``.ipynb_checkpoints`` are ignored, and symlinked folders
+inside a class are not followed, so a symlink loop cannot make the scan run forever.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import List
+
+import numpy as np
+
+from labkit.core.errors import LabkitFileNotFoundError
+from labkit.core.string_table import PathLike, StringTable
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif")
+
+
+@dataclass(frozen=True)
+class FolderIndex:
+    """The samples of one ImageFolder: paths relative to ``root``, their labels and the class names."""
+
+    root: str
+    classes: List[str]
+    relpaths: StringTable
+    labels: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.relpaths)
+
+    def abspath(self, i: int) -> str:
+        return os.path.join(self.root, self.relpaths[i])
+
+
+def _visible(name: str) -> bool:
+    return not name.startswith(".")
+
+
+def scan_image_folder(root: PathLike) -> FolderIndex:
+    """Index an ImageFolder tree; raise a clear error when it holds no class folder or no image."""
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise LabkitFileNotFoundError(f"{root}: not a folder. Make one with `labkit data --out {root}` "
+                                "or point at an ImageFolder tree (root/<class>/<image>)")
+    with os.scandir(root) as entries:
+        classes = sorted(e.name for e in entries if _visible(e.name) and e.is_dir())
+    if not classes:
+        raise LabkitFileNotFoundError(f"{root}: no class folders. An ImageFolder holds one sub-folder per class, "
+                                "each holding that class's images")
+    relpaths: List[str] = []
+    labels: List[int] = []
+    for label, cls in enumerate(classes):
+        found: List[str] = []
+        for dirpath, dirnames, filenames in os.walk(os.path.join(root, cls), followlinks=False):
+            dirnames[:] = [d for d in dirnames if _visible(d)]
+            prefix = os.path.join(os.path.relpath(dirpath, root), "")
+            found.extend([prefix + f for f in filenames if _visible(f) and f.lower().endswith(IMAGE_EXTENSIONS)])
+        found.sort()
+        relpaths.extend(found)
+        labels.extend([label] * len(found))
+    if not relpaths:
+        raise LabkitFileNotFoundError(f"{root}: no image files (extensions {', '.join(IMAGE_EXTENSIONS)}) "
+                                f"in its class folders {classes[:5]}")
+    return FolderIndex(root, classes, StringTable.from_strings(relpaths), np.asarray(labels, dtype=np.int64))

@@ -1,0 +1,238 @@
+"""The ``labkit`` command: ``labkit data | pack | verify | demo | ablation | autotune | doctor | ddp-demo``.
+
+Each sub-command is a thin shell over a library function, so anything it does a notebook
+or a training script can do with one import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, List, Optional, Tuple
+
+from labkit.core.environment import quick_mode
+from labkit.core.errors import LabkitError
+
+
+def _size(text: str) -> Tuple[int, int]:
+    try:
+        w, h = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT such as 800x600, got {text!r}") from None
+    return w, h
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a fraction between 0 and 1, got {text}")
+    return value
+
+
+def _cmd_data(args: argparse.Namespace) -> int:
+    from labkit.course.synthetic_data import QUICK_COUNT, ClipSpec, PhotoSpec, make_clips, make_photos
+
+    if args.hostile:
+        from labkit.core.string_table import printable
+        from labkit.course.synthetic_data import make_hostile
+
+        for case in make_hostile(args.out, seed=args.seed):
+            print(f"{case.expect:>8}  {printable(case.relpath)[:60]}  ({case.what})")
+        print(f"{args.out}: hostile inputs written; expectations in hostile_manifest.json")
+        return 0
+    if args.clips is not None:
+        clips = min(args.clips, 16) if (args.quick or quick_mode()) else args.clips
+        width, height = args.size or (320, 240)
+        spec = ClipSpec(n=clips, classes=args.classes, frames=args.frames, width=width, height=height,
+                        seed=args.seed, quality=args.quality)
+        print(make_clips(args.out, spec, workers=args.workers, progress=not args.no_progress))
+        return 0
+    n = QUICK_COUNT if (args.quick or quick_mode()) else args.n
+    width, height = args.size or (800, 600)
+    spec = PhotoSpec(n=n, classes=args.classes, width=width, height=height, seed=args.seed,
+                     quality=args.quality, grayscale=args.grayscale, cmyk=args.cmyk, png=args.png,
+                     large=args.large, corrupt=args.corrupt)
+    print(make_photos(args.out, spec, workers=args.workers, progress=not args.no_progress))
+    return 0
+
+
+def _cmd_pack(args: argparse.Namespace) -> int:
+    from labkit.storage.packing import pack_folder
+
+    report = pack_folder(args.src, args.dst, decoded_size=args.decoded, decoder=args.decoder, alignment=args.align,
+                         check=not args.no_check, workers=args.workers, progress=not args.no_progress)
+    print(report)
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from labkit.storage.pack_format import PackError, verify_pack
+
+    try:
+        print(verify_pack(args.pack, progress=not args.no_progress))
+    except PackError as e:
+        print(f"DAMAGED {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
+    from labkit.course.ablation import Settings
+
+    return Settings(batch_size=args.batch, workers=args.workers, runs=args.runs,
+                    steps=args.steps or (3 if quick else 20), min_seconds=0.0 if quick else 3.0, model=args.model,
+                    cold=args.cold, device=args.device)
+
+
+def _cmd_ablation(args: argparse.Namespace) -> int:
+    from labkit.course.ablation import run_ablation
+    from labkit.course.workspace import prepare
+
+    quick = args.quick or quick_mode()
+    workspace = prepare(args.data, quick=quick, progress=not args.no_progress, work=args.work)
+    only = args.only.split(",") if args.only else None
+    json_path, plot_path = args.json, args.plot
+    if args.command == "demo":  # the main job leaves its table and chart beside the packs
+        stem = os.path.join(workspace.work, os.path.basename(os.path.abspath(workspace.folder)))
+        json_path = json_path or f"{stem}-ablation.json"
+        plot_path = plot_path or f"{stem}-ablation.png"
+    run_ablation(workspace, _ablation_settings(args, quick), only=only, json_path=json_path, plot_path=plot_path,
+                 progress=not args.no_progress)
+    return 0
+
+
+def _cmd_autotune(args: argparse.Namespace) -> int:
+    from labkit.course.workspace import prepare
+    from labkit.diagnose.autotuner import autotune, write_json
+
+    quick = args.quick or quick_mode()
+    workspace = prepare(args.data, quick=quick, progress=not args.no_progress, work=args.work)
+    result = autotune(workspace.pack, workspace.decoded_pack, batch_size=args.batch, max_workers=args.workers,
+                      min_seconds=0.0 if quick else 1.0)
+    print(result)
+    if args.json:
+        write_json(result, args.json)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _image_shape(text: str) -> Tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected CxHxW such as 3x256x256, got {text!r}") from None
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from labkit.diagnose.doctor import LoaderPlan, diagnose, format_findings
+
+    plan = LoaderPlan(workers=args.workers if args.workers is not None else 4, prefetch=args.prefetch,
+                      batch=args.batch, image=args.image, bytes_per_value=4 if args.float32 else 1,
+                      ranks_per_node=args.ranks_per_node, pin_memory=args.pin_memory)
+    print(format_findings(plan, diagnose(plan)))
+    return 0
+
+
+def _cmd_ddp_demo(args: argparse.Namespace) -> int:
+    import subprocess
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
+               "-m", "labkit.course.ddp_demo", "--samples", str(args.samples), "--epochs", str(args.epochs)]
+    print(" ".join(command[2:]), flush=True)
+    return subprocess.call(command)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="labkit", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--workers", type=int, default=None, help="processes to use (default: every usable CPU)")
+    common.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+    p = sub.add_parser("data", parents=[common], help="make the photo-like JPEG data set (ImageFolder layout)")
+    p.add_argument("--out", default="data/photos", help="output folder (default: data/photos)")
+    p.add_argument("--n", type=int, default=2000, help="number of images (default 2000; the seed used 20000)")
+    p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--size", type=_size, default=None, help="WIDTHxHEIGHT (default 800x600; 320x240 for clips)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
+    for variant, what in (("grayscale", "grayscale JPEGs"), ("cmyk", "CMYK JPEGs"), ("png", "RGBA PNGs"),
+                          ("large", "4000x3000 JPEGs"), ("corrupt", "corrupt files (listed in the manifest)")):
+        p.add_argument(f"--{variant}", type=_fraction, default=0.0, metavar="FRACTION", help=f"fraction of {what}")
+    p.add_argument("--clips", type=int, default=None, metavar="N",
+                   help="make N video-like clips (folders of JPEG frames) instead of photos")
+    p.add_argument("--frames", type=int, default=16, help="frames per clip (default 16)")
+    p.add_argument("--hostile", action="store_true",
+                   help="write awkward and broken inputs (truncated, HTML as .jpg, CMYK, 16-bit, bombs, "
+                        "EXIF, odd names, symlink loop...) with the expected outcome of each")
+    p.add_argument("--quick", action="store_true", help="make 256 images or 16 clips (also: LABKIT_QUICK=1)")
+    p.set_defaults(func=_cmd_data)
+
+    p = sub.add_parser("pack", parents=[common], help="pack an ImageFolder into one verified file")
+    p.add_argument("src", help="ImageFolder root (root/<class>/<image>)")
+    p.add_argument("dst", help="pack file to write")
+    p.add_argument("--decoded", type=int, metavar="SIZE", help="store SIZExSIZE decoded uint8 images instead of files")
+    p.add_argument("--decoder", default="pil", help="decoder for --decoded (default pil)")
+    p.add_argument("--align", type=int, default=None, help="align each sample to this many bytes")
+    p.add_argument("--no-check", action="store_true", help="pack files without test-decoding them")
+    p.set_defaults(func=_cmd_pack)
+
+    p = sub.add_parser("verify", parents=[common], help="check a pack's header, index and every checksum")
+    p.add_argument("pack")
+    p.set_defaults(func=_cmd_verify)
+
+    measuring = argparse.ArgumentParser(add_help=False)
+    measuring.add_argument("--data", default="data/photos", help="ImageFolder to use; photo-like data made if missing")
+    measuring.add_argument("--work", default=None, metavar="DIR",
+                           help="folder for the packs (and the demo's results) made from --data; default: beside "
+                                "the data inside the kit's data folder ($LABKIT_DATA or the clone's data/), else "
+                                "<that folder>/derived/<name>-<hash>")
+    measuring.add_argument("--batch", type=int, default=64)
+    measuring.add_argument("--json", default=None, help="also write the results to this JSON file")
+    measuring.add_argument("--quick", action="store_true", help="256 images, short runs (also: LABKIT_QUICK=1)")
+    for name, what in (("ablation", "the seed's four versions and the ones beyond, measured here"),
+                       ("demo", "the main job: make, pack and verify the data, then the ablation")):
+        p = sub.add_parser(name, parents=[common, measuring], help=what)
+        p.add_argument("--runs", type=int, default=3, help="measured runs per version (median)")
+        p.add_argument("--steps", type=int, default=None, help="batches per run (default 20; 3 in quick mode)")
+        p.add_argument("--model", action="store_true", help="add a training step (small CNN on CPU, ResNet-50 on GPU)")
+        p.add_argument("--cold", action="store_true", help="drop the data's page cache before each version")
+        p.add_argument("--only", default=None, help="comma-separated version ids, e.g. v1,v5,v6")
+        p.add_argument("--plot", default=None, help="write a bar chart PNG here")
+        p.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
+        p.set_defaults(func=_cmd_ablation)
+
+    p = sub.add_parser("autotune", parents=[common, measuring],
+                       help="pick num_workers, prefetch_factor and decoder by measuring, under a memory budget")
+    p.set_defaults(func=_cmd_autotune)
+
+    p = sub.add_parser("doctor", help="check a loader configuration against this machine (/dev/shm, CPUs, threads)")
+    p.add_argument("--workers", type=int, default=None, help="num_workers per rank (default 4)")
+    p.add_argument("--prefetch", type=int, default=2, help="prefetch_factor (default 2)")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--image", type=_image_shape, default=(3, 256, 256), help="CxHxW of one sample (default 3x256x256)")
+    p.add_argument("--float32", action="store_true", help="samples cross processes as float32, not uint8")
+    p.add_argument("--ranks-per-node", type=int, default=1, help="training processes (GPUs) per node")
+    p.add_argument("--pin-memory", action="store_true")
+    p.set_defaults(func=_cmd_doctor)
+
+    p = sub.add_parser("ddp-demo", help="train a few DDP steps under torchrun and prove the ranks' data is disjoint")
+    p.add_argument("--nproc", type=int, default=2, help="processes (ranks) on this machine")
+    p.add_argument("--samples", type=int, default=256, help="samples in the epoch")
+    p.add_argument("--epochs", type=int, default=1)
+    p.set_defaults(func=_cmd_ddp_demo)
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (LabkitError, FileNotFoundError, ValueError) as e:  # bad input: the message names it and the fix
+        print(f"labkit {args.command}: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

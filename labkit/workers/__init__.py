@@ -1,0 +1,33 @@
+"""The processes that load: make_loader, thread budgets, the watchdog, shared-memory slots, the staged pipeline.
+
+Import rule: labkit.workers may import labkit.core, labkit.decode, labkit.storage, labkit.datasets,
+labkit.samplers, labkit.collate, nothing else.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "make_loader": "loader_factory",
+    "LoaderReport": "profiled_loader",
+    "ProfiledLoader": "profiled_loader",
+    "verdict": "profiled_loader",
+    "batch_length": "profiled_loader",
+    "timed_batches": "profiled_loader",
+    "SlotLoader": "shared_slots",
+    "SlotPool": "shared_slots",
+    "PipelineError": "staged_pipeline",
+    "StagedPipeline": "staged_pipeline",
+    "segment_exists": "staged_pipeline",
+    "limit_worker_threads": "thread_budget",
+    "main_thread_budget": "thread_budget",
+    "torch_threads": "thread_budget",
+    "threads_per_worker": "thread_budget",
+    "LoaderHangError": "watchdog",
+    "LoaderWorkerError": "watchdog",
+    "WatchedLoader": "watchdog",
+    "watched_loader": "watchdog",
+})

@@ -1,0 +1,258 @@
+"""A two-stage process pipeline joined by a shared-memory ring (seed section 4.3).
+
+Stage 1 (``decoders`` processes) turns an item — a clip's frame files, say — into a fixed-size
+array written straight into a free slot of a shared-memory ring; stage 2 (``transformers``
+processes) reads the slot, transforms it (resize, crop, to tensor), frees the slot and sends
+the result on. Bounded queues everywhere: a slow stage makes the stage before it wait
+instead of filling memory. The stages run at the same time, so throughput is set by the
+slower stage alone, not by the sum of both — the point of the seed's video example.
+
+Failure is loud and clean: an exception in any stage is re-raised in the main process as
+`PipelineError` naming the stage and the item; a worker that dies is named too; and however
+the iteration ends (done, error, ``break``, Ctrl-C), every process is stopped and the
+shared memory unlinked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import queue
+import signal
+import sys
+import threading
+import time
+import traceback
+from multiprocessing import shared_memory
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from labkit.core.errors import LabkitError, LabkitValueError
+
+_STOP = None
+_POLL_S = 0.2
+_DEATH_WAIT_S = 2.0
+
+
+def _exit_text(exitcode: int) -> str:
+    if exitcode < 0:
+        try:
+            return f"exit code {exitcode}, killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            pass
+    return f"exit code {exitcode}"
+
+
+class PipelineError(LabkitError, RuntimeError):
+    """A stage failed; the message names the stage, the item and the original error."""
+
+
+def _attach(name: str) -> shared_memory.SharedMemory:
+    """Open an existing segment; only the creating process unlinks it.
+
+    Before Python 3.13 attaching registers the name with the resource tracker again, but the
+    tracker is shared by the whole process tree and keeps a set, so that is a no-op (and
+    unregistering here would drop the creator's registration).
+    """
+    if sys.version_info >= (3, 13):
+        return shared_memory.SharedMemory(name=name, track=False)
+    return shared_memory.SharedMemory(name=name)
+
+
+def _ring(shm: shared_memory.SharedMemory, slots: int, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+    return np.ndarray((slots, *shape), dtype=dtype, buffer=shm.buf)
+
+
+def _get(q: Any, stop: Any) -> Any:
+    """Next item of ``q``, or _STOP once ``stop`` is set (never blocks longer than _POLL_S at a time)."""
+    while not stop.is_set():
+        try:
+            return q.get(timeout=_POLL_S)
+        except queue.Empty:
+            continue
+    return _STOP
+
+
+@contextlib.contextmanager
+def _worker_ring(name: str, slots: int, shape: Tuple[int, ...], dtype: Any) -> Iterator[np.ndarray]:
+    """A stage process's view of the ring: single-threaded torch, the segment attached, closed at exit.
+
+    Forked from a parent that ran OpenMP, a process hangs in its first torch parallel region
+    unless it stays single-threaded (GNU libgomp is not fork-safe).
+    """
+    import torch
+
+    torch.set_num_threads(1)
+    shm = _attach(name)
+    ring = _ring(shm, slots, shape, dtype)
+    try:
+        yield ring
+    finally:
+        del ring
+        shm.close()
+
+
+def _failure(stage: str, index: int, error: BaseException) -> Tuple[Any, ...]:
+    return ("error", stage, index, f"{type(error).__name__}: {error}", traceback.format_exc())
+
+
+def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shape: Tuple[int, ...], dtype: Any,
+                 stop: Any, tasks: Any, free: Any, ready: Any, results: Any) -> None:
+    with _worker_ring(name, slots, shape, dtype) as ring:
+        while (task := _get(tasks, stop)) is not _STOP:
+            index, item = task
+            if (slot := _get(free, stop)) is _STOP:
+                break
+            try:
+                ring[slot] = stage(item)
+            except BaseException as e:  # noqa: BLE001 - every failure goes back to the main process
+                free.put(slot)
+                results.put(_failure("stage 1 (decode)", index, e))
+                continue
+            ready.put((index, slot))
+
+
+def _transform_loop(stage: Callable[[np.ndarray], Any], name: str, slots: int, shape: Tuple[int, ...], dtype: Any,
+                    stop: Any, ready: Any, free: Any, results: Any) -> None:
+    with _worker_ring(name, slots, shape, dtype) as ring:
+        while (task := _get(ready, stop)) is not _STOP:
+            index, slot = task
+            try:
+                out = stage(ring[slot])
+                out = out.copy() if isinstance(out, np.ndarray) and np.shares_memory(out, ring) else out
+            except BaseException as e:  # noqa: BLE001
+                results.put(_failure("stage 2 (transform)", index, e))
+                continue
+            finally:
+                free.put(slot)
+            results.put(("ok", index, out))
+
+
+class StagedPipeline:
+    """Iterate ``(index, stage2(stage1(items[index])))`` for every item, in completion order.
+
+    ``stage1(item)`` must return an array of ``frame_shape`` and ``dtype``; both stage
+    functions must be importable (module-level) so worker processes can find them.
+    """
+
+    def __init__(self, items: Sequence[Any], stage1: Callable[[Any], np.ndarray],
+                 stage2: Callable[[np.ndarray], Any], frame_shape: Sequence[int], dtype: Any = np.uint8,
+                 decoders: int = 1, transformers: int = 1, slots: int = 8, context: Optional[str] = None) -> None:
+        if decoders < 1 or transformers < 1 or slots < 1:
+            raise LabkitValueError("decoders, transformers and slots must all be >= 1")
+        self.items, self.stage1, self.stage2 = list(items), stage1, stage2
+        self.frame_shape, self.dtype = tuple(int(d) for d in frame_shape), np.dtype(dtype)
+        self.decoders, self.transformers, self.slots = decoders, transformers, slots
+        self.ctx = mp.get_context(context)
+        self.shm: Optional[shared_memory.SharedMemory] = None
+        self.segment: Optional[str] = None  # name of the last ring, kept after it is unlinked (see segment_exists)
+        self.processes: List[Any] = []
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def _start(self) -> Tuple[Any, Any, Any, Any, Any]:
+        nbytes = self.slots * int(np.prod(self.frame_shape)) * self.dtype.itemsize
+        self.shm = shared_memory.SharedMemory(create=True, size=max(1, nbytes))
+        self.segment = self.shm.name
+        tasks, ready, results = (self.ctx.Queue(2 * self.slots), self.ctx.Queue(self.slots),
+                                 self.ctx.Queue(2 * self.slots))
+        free = self.ctx.Queue(self.slots)
+        for slot in range(self.slots):
+            free.put(slot)
+        stop = self.ctx.Event()
+        common = (self.shm.name, self.slots, self.frame_shape, self.dtype, stop)
+        self.processes = (
+            [self.ctx.Process(target=_decode_loop, args=(self.stage1, *common, tasks, free, ready, results),
+                              name=f"stage1-{k}", daemon=True) for k in range(self.decoders)]
+            + [self.ctx.Process(target=_transform_loop, args=(self.stage2, *common, ready, free, results),
+                                name=f"stage2-{k}", daemon=True) for k in range(self.transformers)])
+        for p in self.processes:
+            p.start()
+        return stop, tasks, ready, free, results
+
+    def __iter__(self) -> Iterator[Tuple[int, Any]]:
+        stop, tasks, ready, free, results = self._start()
+        stop_feeding = threading.Event()
+
+        def feed() -> None:
+            for index in range(len(self.items)):
+                while not stop_feeding.is_set():
+                    try:
+                        tasks.put((index, self.items[index]), timeout=_POLL_S)
+                        break
+                    except queue.Full:
+                        continue
+
+        feeder = threading.Thread(target=feed, name="pipeline-feeder", daemon=True)
+        feeder.start()
+        try:
+            for _ in range(len(self.items)):
+                message = self._next_result(results)
+                if message[0] == "error":
+                    _, stage, index, error, trace = message
+                    raise PipelineError(f"{stage} failed on item {index} ({self.items[index]!r}): {error}\n"
+                                        f"--- traceback in the worker ---\n{trace}")
+                yield message[1], message[2]
+        finally:
+            stop_feeding.set()
+            stop.set()
+            feeder.join()
+            self._shutdown()
+            for q in (tasks, ready, free, results):
+                q.cancel_join_thread()
+                q.close()
+
+    def _next_result(self, results: Any) -> Tuple[Any, ...]:
+        while True:
+            try:
+                return results.get(timeout=_POLL_S)
+            except queue.Empty:
+                broken: Optional[BaseException] = None
+            except (ConnectionError, EOFError, OSError) as e:
+                # A stage killed while it hands a result over breaks the connection its tensors' file
+                # descriptors come through; the kernel shows its exit code a moment later.
+                broken = e
+            dead = self._dead(wait_s=_DEATH_WAIT_S if broken is not None else 0.0)
+            if dead:
+                p = dead[0]
+                raise PipelineError(f"{p.name} (pid {p.pid}) died ({_exit_text(p.exitcode)}) before the pipeline "
+                                    "finished") from None
+            if broken is not None:
+                raise PipelineError(f"receiving a result failed ({type(broken).__name__}: {broken}) while every stage "
+                                    f"process was still alive {_DEATH_WAIT_S:g} s later") from broken
+
+    def _dead(self, wait_s: float) -> List[Any]:
+        """The stage processes that have ended, waiting up to ``wait_s`` for one to show its exit code."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            dead = [p for p in self.processes if p.exitcode is not None]
+            if dead or time.monotonic() >= deadline:
+                return dead
+            time.sleep(0.02)
+
+    def _shutdown(self) -> None:
+        """Every process has been told to stop; wait briefly, kill what is left, unlink the ring."""
+        for p in self.processes:
+            p.join(timeout=2)
+        for p in self.processes:
+            if p.is_alive():
+                p.kill()
+                p.join(timeout=2)
+        self.processes = []
+        if self.shm is not None:
+            self.shm.close()
+            self.shm.unlink()
+            self.shm = None
+
+
+def segment_exists(name: str) -> bool:
+    """Whether a shared-memory segment of that name still exists: after a pipeline ends, however it
+    ends, its ring (``pipeline.segment``) must not."""
+    try:
+        segment = _attach(name)
+    except FileNotFoundError:
+        return False
+    segment.close()
+    return True
