@@ -43,8 +43,8 @@ from labkit.core.environment import usable_cpus
 from labkit.course.ablation import VERSIONS, Settings, measure_version
 from labkit.course.synthetic_data import PhotoSpec, make_photos
 from labkit.course.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
-from labkit.datasets.map_style import (DecodedArrayDataset, ImageFolderDataset, NaivePathListDataset, PackedDataset,
-                                       PathTableDataset)
+from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.decode.decoders import check_decodable
 from labkit.diagnose.worker_memory import trace_worker_memory
 from labkit.measure.loader_timing import describe_machine, machine_info

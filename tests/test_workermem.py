@@ -9,7 +9,7 @@ import sys
 import numpy as np
 import pytest
 
-from labkit.datasets.map_style import NaivePathListDataset, PathTableDataset
+from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.diagnose.worker_memory import MIB, trace_worker_memory
 
 N = 100_000

@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
+from labkit.core.atomic import write_atomic
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
 
@@ -214,13 +215,6 @@ def is_intact(spec: PhotoSpec, plan: SamplePlan, path: str) -> bool:
         return False
 
 
-def _write_atomic(path: str, data: bytes) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 def _make_one(job: Tuple[PhotoSpec, str, int]) -> Tuple[SamplePlan, bool]:
     spec, out, index = job
     plan = plan_sample(spec, index)
@@ -228,7 +222,7 @@ def _make_one(job: Tuple[PhotoSpec, str, int]) -> Tuple[SamplePlan, bool]:
     if os.path.exists(path) and is_intact(spec, plan, path):
         return plan, False
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    _write_atomic(path, encode_sample(spec, plan))
+    write_atomic(path, encode_sample(spec, plan), durable=False)  # resumable: a lost photo is made again
     return plan, True
 
 
@@ -289,7 +283,7 @@ def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: Optional[int] 
     manifest = {"generator": "labkit.course.synthetic_data", "spec": asdict(spec),
                 "classes": [class_name(c, spec.classes) for c in range(spec.classes)],
                 "kinds": report.kinds, "corrupt": report.corrupt}
-    _write_atomic(os.path.join(out, MANIFEST_NAME), json.dumps(manifest, indent=1).encode())
+    write_atomic(os.path.join(out, MANIFEST_NAME), json.dumps(manifest, indent=1).encode())
     return report
 
 
@@ -355,7 +349,7 @@ def _make_clip(job: Tuple[ClipSpec, str, int]) -> bool:
     for t in range(spec.frames):  # the last frame is written last: its presence means the clip is whole
         buf = io.BytesIO()
         Image.fromarray(canvas[:, t * spec.pan : t * spec.pan + spec.width]).save(buf, "JPEG", quality=spec.quality)
-        _write_atomic(os.path.join(folder, f"frame{t:03d}.jpg"), buf.getvalue())
+        write_atomic(os.path.join(folder, f"frame{t:03d}.jpg"), buf.getvalue(), durable=False)
     return True
 
 
@@ -432,7 +426,7 @@ def make_hostile(out: str, seed: int = 0) -> List[HostileCase]:
     for relpath, data, what, expect in files:
         path = os.path.join(out, relpath)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        _write_atomic(path, data)
+        write_atomic(path, data)
         cases.append(HostileCase(relpath, what, expect))
     latin1 = os.path.join(os.fsencode(out), b"b", b"caf\xe9-latin1.jpg")  # not valid UTF-8
     with open(latin1, "wb") as f:
@@ -443,12 +437,12 @@ def make_hostile(out: str, seed: int = 0) -> List[HostileCase]:
         os.symlink("loop.jpg", loop)  # points at itself
     cases.append(HostileCase("b/loop.jpg", "a symlink loop", "error"))
     locked = os.path.join(out, "b", "unreadable.jpg")
-    _write_atomic(locked, good)
+    write_atomic(locked, good)
     os.chmod(locked, 0)
     cases.append(HostileCase("b/unreadable.jpg", "a file without read permission (root reads it anyway)",
                              "load" if os.geteuid() == 0 else "error"))
     os.makedirs(os.path.join(out, "b", "folder.jpg"), exist_ok=True)
     cases.append(HostileCase("b/folder.jpg", "a directory named like an image", "ignored"))
-    _write_atomic(os.path.join(out, "hostile_manifest.json"),
+    write_atomic(os.path.join(out, "hostile_manifest.json"),
                   json.dumps([asdict(c) for c in cases], indent=1).encode())
     return cases

@@ -284,16 +284,6 @@ def _shuffled(records: Iterable[Any], size: int, rng: np.random.Generator) -> It
     yield from buffer
 
 
-class NaiveIterableDataset(IterableDataset):
-    """The bug of seed 4.2, on purpose: every worker iterates every record (duplicates ×num_workers)."""
-
-    def __init__(self, records: Callable[[], Iterable[Any]]) -> None:
-        self.records = records
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter(self.records())
-
-
 # -- live streams ----------------------------------------------------------------------------------------------
 
 _END = "__labkit_end_of_stream__"

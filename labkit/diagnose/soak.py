@@ -33,8 +33,10 @@ from torch.utils.data import Dataset
 from labkit.core.errors import LabkitValueError
 from labkit.core.machine import running
 from labkit.core.shared_log import SharedLog
+from labkit.diagnose.worker_memory import RecordWorkerPid
 from labkit.measure.process_memory import MEASURES, os_name, read_memory
 from labkit.workers.loader_factory import make_loader
+from labkit.workers.worker_init import WorkerInitChain
 
 GROWTH_LIMIT = 0.10
 GROWTH_FLOOR = 16 * 2**20  # a worker's first epoch leaves a few MiB behind (allocator arenas, the parent's
@@ -74,18 +76,6 @@ def _held_shm() -> Set[str]:
         except OSError:  # the process ended meanwhile, or is not ours to read
             continue
     return held
-
-
-class _RecordWorkerPid:
-    """``worker_init_fn`` that notes which process each worker is, then runs yours (picklable for spawn)."""
-
-    def __init__(self, log: SharedLog, user_init: Optional[Callable[[int], None]]) -> None:
-        self.log, self.user_init = log, user_init
-
-    def __call__(self, worker_id: int) -> None:
-        self.log.append({"worker": worker_id, "pid": os.getpid()})
-        if self.user_init is not None:
-            self.user_init(worker_id)
 
 
 @dataclass
@@ -301,7 +291,7 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
     pid_log = SharedLog("labkit-soak-pids-")
     if num_workers > 0:
         loader_kwargs.update(persistent_workers=True,
-                             worker_init_fn=_RecordWorkerPid(pid_log, loader_kwargs.get("worker_init_fn")))
+                             worker_init_fn=WorkerInitChain(RecordWorkerPid(pid_log), loader_kwargs.get("worker_init_fn")))
     gc.collect()
     fds_before, shm_before = open_fds(), shm_segments()
     threads_before = set(threading.enumerate())

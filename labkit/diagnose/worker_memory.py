@@ -33,7 +33,7 @@ MIB = 2**20
 WORKER_START_S = 30.0
 
 
-class _NoteWorkerPid:
+class RecordWorkerPid:
     """``worker_init_fn`` that records which process each worker is (picklable, for any start method)."""
 
     def __init__(self, log: SharedLog) -> None:
@@ -110,7 +110,7 @@ def trace_worker_memory(dataset: Dataset, epochs: int = 3, readings_per_epoch: i
     log = SharedLog("labkit-workermem-")
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
                         generator=torch.Generator().manual_seed(seed), persistent_workers=True,
-                        worker_init_fn=_NoteWorkerPid(log), multiprocessing_context=multiprocessing_context)
+                        worker_init_fn=RecordWorkerPid(log), multiprocessing_context=multiprocessing_context)
     per_epoch = len(loader)
     marks = {max(1, round(k * per_epoch / readings_per_epoch)) for k in range(1, readings_per_epoch + 1)}
     method = multiprocessing_context or torch.multiprocessing.get_start_method()

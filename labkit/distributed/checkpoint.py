@@ -30,6 +30,7 @@ from typing import Any, Dict, Mapping, Optional
 
 import torch
 
+from labkit.core.atomic import TMP_INFIX, atomic_file
 from labkit.core.errors import LabkitError, LabkitTypeError
 from labkit.core.machine import running
 from labkit.core.string_table import PathLike
@@ -37,27 +38,16 @@ from labkit.samplers.resumable import ResumableSampler
 
 MAGIC = b"LKCKPT01"
 HEADER_STRUCT = struct.Struct("<QI")  # payload length, CRC32 of the payload
-_TMP_INFIX = ".tmp-"
 
 
 class CheckpointError(LabkitError, RuntimeError):
     """A checkpoint file cannot be used; the message names the file, what is wrong and what to do."""
 
 
-def _fsync_directory(directory: str) -> None:
-    if os.name != "posix":  # Windows cannot open a directory; its renames are journalled by NTFS
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _remove_stale_temps(path: str) -> None:
     """Delete temporary files that writers of ``path`` killed mid-write left behind (their pid is gone)."""
-    for tmp in glob.glob(glob.escape(path) + _TMP_INFIX + "*"):
-        suffix = tmp[len(path) + len(_TMP_INFIX):]
+    for tmp in glob.glob(glob.escape(path) + TMP_INFIX + "*"):
+        suffix = tmp[len(path) + len(TMP_INFIX):]
         if suffix.isdigit() and not running(int(suffix)):
             try:
                 os.unlink(tmp)
@@ -74,19 +64,9 @@ def save_checkpoint(state: Mapping[str, Any], path: PathLike) -> None:
     buffer = io.BytesIO()
     torch.save(dict(state), buffer)
     payload = buffer.getbuffer()
-    tmp = f"{path}{_TMP_INFIX}{os.getpid()}"
-    try:
-        with open(tmp, "wb") as f:
-            f.write(MAGIC + HEADER_STRUCT.pack(len(payload), zlib.crc32(payload)))
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    _fsync_directory(os.path.dirname(os.path.abspath(path)))
+    with atomic_file(path) as f:
+        f.write(MAGIC + HEADER_STRUCT.pack(len(payload), zlib.crc32(payload)))
+        f.write(payload)
     _remove_stale_temps(path)
 
 

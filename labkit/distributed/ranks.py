@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from labkit.core.atomic import atomic_file
 from labkit.core.errors import LabkitOSError, LabkitRuntimeError, LabkitValueError
 from labkit.core.string_table import PathLike
 
@@ -98,19 +99,15 @@ def _crc32(path: str) -> int:
 
 
 def _copy_verified(src: str, dst: str) -> None:
-    tmp = f"{dst}.tmp-{os.getpid()}"
     crc = 0
-    with open(src, "rb") as fin, open(tmp, "wb") as fout:
+    with open(src, "rb") as fin, atomic_file(dst) as fout:
         while chunk := fin.read(_CHUNK):
             crc = zlib.crc32(chunk, crc)
             fout.write(chunk)
         fout.flush()
-        os.fsync(fout.fileno())
-    if _crc32(tmp) != crc:
-        os.unlink(tmp)
-        raise LabkitOSError(f"{dst}: copy of {src} does not match its checksum; check the local disk and retry")
-    shutil.copystat(src, tmp)
-    os.replace(tmp, dst)
+        if _crc32(fout.name) != crc:  # read back before it is published
+            raise LabkitOSError(f"{dst}: copy of {src} does not match its checksum; check the local disk and retry")
+        shutil.copystat(src, fout.name)
 
 
 def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: Optional[int] = None) -> List[str]:

@@ -29,6 +29,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from labkit.core.atomic import publish, temporary_name
 from labkit.core.errors import (LabkitError, LabkitFileNotFoundError, LabkitIndexError, LabkitOSError, LabkitTypeError,
                                 LabkitValueError)
 from labkit.core.string_table import PathLike, StringTable, printable
@@ -341,7 +342,7 @@ class PackWriter:
         if alignment < 1:
             raise LabkitValueError(f"alignment must be >= 1, got {alignment}")
         self.path = os.fspath(path)
-        self.tmp_path = f"{self.path}.tmp-{os.getpid()}"
+        self.tmp_path = temporary_name(self.path)
         self.classes = [str(c) for c in classes]
         self.decoded_shape = tuple(int(d) for d in decoded_shape) if decoded_shape is not None else None
         self.alignment = alignment
@@ -505,7 +506,7 @@ class PackWriter:
             self._join_syncer()
             os.fsync(self._file.fileno())
             self._file.close()
-            os.replace(self.tmp_path, self.path)
+            publish(self.tmp_path, self.path)  # and the folder fsynced: the rename is on disk too
         except BaseException:
             self.abort()
             raise

@@ -21,18 +21,7 @@ from labkit.datasets.map_style import LabeledImageDataset
 from labkit.workers.profiled_loader import ProfiledLoader
 from labkit.workers.thread_budget import limit_worker_threads
 from labkit.workers.watchdog import watched_loader
-
-
-class _ThenLimitThreads:
-    """Runs the caller's ``worker_init_fn`` after `limit_worker_threads` (picklable for spawn)."""
-
-    def __init__(self, user_init: Optional[Callable[[int], None]]) -> None:
-        self.user_init = user_init
-
-    def __call__(self, worker_id: int) -> None:
-        limit_worker_threads(worker_id)
-        if self.user_init is not None:
-            self.user_init(worker_id)
+from labkit.workers.worker_init import WorkerInitChain
 
 
 def make_loader(dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Optional[Sampler] = None,
@@ -57,7 +46,7 @@ def make_loader(dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sa
         options["shuffle"] = shuffle
     if workers > 0:
         options["persistent_workers"] = True if persistent_workers is None else persistent_workers
-        options["worker_init_fn"] = _ThenLimitThreads(worker_init_fn)
+        options["worker_init_fn"] = WorkerInitChain(limit_worker_threads, worker_init_fn)
         if prefetch_factor is not None:
             options["prefetch_factor"] = prefetch_factor
     elif worker_init_fn is not None:

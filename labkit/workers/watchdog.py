@@ -35,13 +35,14 @@ import shutil
 import signal
 import tempfile
 import time
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.machine import memory_facts
 from labkit.core.shared_log import SharedLog
+from labkit.workers.worker_init import WorkerInitChain
 
 _DUMP_SIGNAL = getattr(signal, "SIGUSR1", None)
 _kept_open: List[Any] = []  # in each worker: the file faulthandler writes to must stay open
@@ -99,14 +100,11 @@ def _read_mark(dump_dir: str, worker_id: int, mark: str, pid: Optional[int]) -> 
 
 
 class StackDumpInit:
-    """``worker_init_fn`` that lets the main process ask a worker for its stack, then runs yours.
+    """``worker_init_fn`` that lets the main process ask a worker for its stack, and says so with an
+    ``answers`` mark once the stack-dump handler is installed."""
 
-    It leaves two marks: ``answers`` once the stack-dump handler is installed, ``started`` once your
-    ``worker_init_fn`` has returned.
-    """
-
-    def __init__(self, dump_dir: str, user_init: Optional[Callable[[int], None]] = None) -> None:
-        self.dump_dir, self.user_init = dump_dir, user_init
+    def __init__(self, dump_dir: str) -> None:
+        self.dump_dir = dump_dir
 
     def __call__(self, worker_id: int) -> None:
         if _DUMP_SIGNAL is not None and hasattr(faulthandler, "register"):
@@ -114,8 +112,15 @@ class StackDumpInit:
             _kept_open.append(f)
             faulthandler.register(_DUMP_SIGNAL, file=f, all_threads=True)
             _write_mark(self.dump_dir, worker_id, "answers")
-        if self.user_init is not None:
-            self.user_init(worker_id)
+
+
+class StartedMark:
+    """``worker_init_fn`` step that leaves the ``started`` mark: it runs after the caller's own."""
+
+    def __init__(self, dump_dir: str) -> None:
+        self.dump_dir = dump_dir
+
+    def __call__(self, worker_id: int) -> None:
         _write_mark(self.dump_dir, worker_id, "started")
 
 
@@ -462,7 +467,7 @@ def watched_loader(dataset: Dataset, timeout: float, **loader_kwargs: Any) -> Wa
         raise LabkitValueError(f"hang timeout must be > 0 seconds, got {timeout}")
     dump_dir = tempfile.mkdtemp(prefix="labkit-stacks-")
     log = SharedLog("labkit-inflight-")
-    init = StackDumpInit(dump_dir, loader_kwargs.pop("worker_init_fn", None))
+    init = WorkerInitChain(StackDumpInit(dump_dir), loader_kwargs.pop("worker_init_fn", None), StartedMark(dump_dir))
     loader = DataLoader(TrackedDataset(dataset, log), timeout=min(timeout, POLL_S), worker_init_fn=init,
                         **loader_kwargs)
     return WatchedLoader(loader, timeout, dump_dir, log)
