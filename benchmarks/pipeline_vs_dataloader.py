@@ -45,7 +45,7 @@ def main() -> None:
     processes = max(2, usable_cpus())
     decoders = max(1, processes // 2)
     transformers = max(1, processes - decoders)
-    size = (spec.width, spec.height)
+    size = (spec.height, spec.width)
     dataset = ClipFolderDataset(args.data, spec.frames, size)
     folders = [dataset.clip_path(i) for i in range(len(dataset))]
 

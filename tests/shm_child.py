@@ -55,7 +55,7 @@ def run(scenario: dict) -> dict:
     private_shm(scenario["shm_mib"] * MIB)
     torch.multiprocessing.set_sharing_strategy(scenario["strategy"])
     workers, prefetch, batch = scenario["workers"], scenario["prefetch"], scenario["batch"]
-    plan = LoaderPlan(workers=workers, prefetch=prefetch, batch=batch, image=IMAGE)
+    plan = LoaderPlan(num_workers=workers, prefetch_factor=prefetch, batch_size=batch, image=IMAGE)
     result = {"name": scenario["name"], "level": check_shared_memory(plan, memory_facts()).level,
               "outcome": "completed", "batches": 0, "peak_used": 0}
     if scenario["whole_batches"]:  # the worker returns a whole batch: it enters /dev/shm on its way out

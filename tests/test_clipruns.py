@@ -9,7 +9,7 @@ from labkit.course.synthetic_data import ClipSpec, make_clips
 from labkit.workers.staged_pipeline import PipelineError
 
 SPEC = ClipSpec(n=5, classes=2, frames=3, width=64, height=48, seed=2)
-WORK = ClipWork(SPEC.frames, (SPEC.width, SPEC.height), out=32, resize=40)
+WORK = ClipWork(SPEC.frames, (SPEC.height, SPEC.width), out=32, resize=40)
 
 
 @pytest.fixture(scope="module")

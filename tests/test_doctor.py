@@ -20,7 +20,7 @@ def _levels(plan, **machine):
 
 
 def test_docker_default_shm_fails_a_float_loader_with_the_fix():
-    plan = LoaderPlan(workers=8, prefetch=4, batch=64, image=(3, 256, 256), bytes_per_value=4)
+    plan = LoaderPlan(num_workers=8, prefetch_factor=4, batch_size=64, image=(3, 256, 256), bytes_per_value=4)
     docker = MemoryFacts(64 * GIB, 48 * GIB, shm_total=64 * 2**20, shm_free=64 * 2**20)  # docker's 64 MB
     finding = _levels(plan, facts=docker)["shared memory"]
     assert finding.level == "fail" and "No space left on device" in finding.message and "--shm-size" in finding.fix
@@ -29,31 +29,31 @@ def test_docker_default_shm_fails_a_float_loader_with_the_fix():
 
 
 def test_eight_gpus_times_eight_workers_is_the_seed_trap():
-    finding = _levels(LoaderPlan(workers=8, ranks_per_node=8), cpus=32)["CPUs"]
+    finding = _levels(LoaderPlan(num_workers=8, ranks_per_node=8), cpus=32)["CPUs"]
     assert finding.level == "fail" and "num_workers=3" in finding.fix
-    assert _levels(LoaderPlan(workers=3, ranks_per_node=8), cpus=32)["CPUs"].level == "ok"
+    assert _levels(LoaderPlan(num_workers=3, ranks_per_node=8), cpus=32)["CPUs"].level == "ok"
 
 
 def test_thread_oversubscription_and_its_worker_init_fn(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     for name in ("MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         monkeypatch.delenv(name, raising=False)
-    finding = _levels(LoaderPlan(workers=8), cpus=4)["threads in workers"]
+    finding = _levels(LoaderPlan(num_workers=8), cpus=4)["threads in workers"]
     assert finding.level == "warn" and "limit_worker_threads" in finding.fix
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert _levels(LoaderPlan(workers=2), cpus=4)["threads in workers"].level == "ok"
+    assert _levels(LoaderPlan(num_workers=2), cpus=4)["threads in workers"].level == "ok"
 
 
 def test_fork_after_threads_is_flagged(monkeypatch):
     monkeypatch.setattr("multiprocessing.get_start_method", lambda allow_none=False: "fork")
-    finding = _levels(LoaderPlan(workers=2), threads=["MainThread", "prefetch-thread"])["fork after threads"]
+    finding = _levels(LoaderPlan(num_workers=2), threads=["MainThread", "prefetch-thread"])["fork after threads"]
     assert finding.level == "warn" and "forkserver" in finding.fix
 
 
 def test_pin_memory_without_cuda_is_pointless_and_with_cuda_is_estimated():
-    assert _levels(LoaderPlan(workers=2, pin_memory=True))["pinned memory"].level == "warn"
+    assert _levels(LoaderPlan(num_workers=2, pin_memory=True))["pinned memory"].level == "warn"
     small = MemoryFacts(8 * GIB, 1 * GIB, 4 * GIB, 4 * GIB)
-    big = LoaderPlan(workers=8, prefetch=4, batch=256, bytes_per_value=4, pin_memory=True)
+    big = LoaderPlan(num_workers=8, prefetch_factor=4, batch_size=256, bytes_per_value=4, pin_memory=True)
     assert _levels(big, cuda=True, facts=small)["pinned memory"].level == "warn"
 
 
@@ -83,16 +83,16 @@ def test_cli_prints_findings_and_exits_0(capsys):
 
 
 def test_main_process_threads_beside_busy_workers():
-    finding = _levels(LoaderPlan(workers=2, main_threads=2), cpus=2)["main-process threads"]
+    finding = _levels(LoaderPlan(num_workers=2, main_threads=2), cpus=2)["main-process threads"]
     assert finding.level == "warn" and "torch.set_num_threads(1)" in finding.fix
-    assert _levels(LoaderPlan(workers=2, main_threads=2), cpus=8)["main-process threads"].level == "ok"
+    assert _levels(LoaderPlan(num_workers=2, main_threads=2), cpus=8)["main-process threads"].level == "ok"
 
 
 def test_shm_batches_is_one_count_for_the_doctor_and_the_autotuner():
     from labkit.diagnose.doctor import LoaderPlan, shm_batches
 
     assert shm_batches(0, 4) == 0  # no workers: batches are made in the main process's own memory
-    assert shm_batches(2, 2) == 6 and LoaderPlan(workers=2, prefetch=2).shm_batches == 6
+    assert shm_batches(2, 2) == 6 and LoaderPlan(num_workers=2, prefetch_factor=2).shm_batches == 6
 
 
 def test_torch_threads_sets_the_count_for_the_block_and_puts_it_back_even_on_error():

@@ -26,7 +26,7 @@ def _folders(root):
 
 
 def _stage1():
-    return functools.partial(decode_clip, frames=SPEC.frames, size=(SPEC.width, SPEC.height))
+    return functools.partial(decode_clip, frames=SPEC.frames, size=(SPEC.height, SPEC.width))
 
 
 def _stage2(frames):
@@ -47,14 +47,14 @@ def test_clips_are_made_whole_and_resumable(clips):
 
 @pytest.mark.timeout(60)
 def test_two_stages_give_what_one_stage_gives(clips):
-    single = ClipFolderDataset(clips, SPEC.frames, (SPEC.width, SPEC.height), out=32)
+    single = ClipFolderDataset(clips, SPEC.frames, (SPEC.height, SPEC.width), out=32)
     pipe = StagedPipeline(_folders(clips), _stage1(), _stage2, (4, 48, 64, 3), decoders=2, transformers=1, slots=3)
     results = dict(pipe)
     assert sorted(results) == list(range(6))
     for k in range(6):
         assert results[k].shape == (4, 3, 32, 32)
     assert pipe.shm is None and multiprocessing.active_children() == []
-    reference = np.asarray(transform_clip(decode_clip(single.clip_path(2), 4, (64, 48)), 32, 40))
+    reference = np.asarray(transform_clip(decode_clip(single.clip_path(2), 4, (48, 64)), 32, 40))
     assert np.array_equal(results[2], reference)
 
 
@@ -80,7 +80,7 @@ def test_a_broken_frame_is_named_with_its_file(clips, tmp_path):
         data = open(os.path.join(frames, name), "rb").read()
         open(os.path.join(broken, name), "wb").write(data[: len(data) // 3] if name == "frame002.jpg" else data)
     with pytest.raises(DecodeError, match=r"frame002\.jpg: .*bytes starting") as e:
-        decode_clip(broken, SPEC.frames, (SPEC.width, SPEC.height))
+        decode_clip(broken, SPEC.frames, (SPEC.height, SPEC.width))
     assert "object at 0x" not in str(e.value)
 
 

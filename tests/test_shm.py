@@ -21,16 +21,16 @@ MIB = 2**20
 SHM_MIB = 16
 IMAGE = (3, 256, 256)
 # 2 workers × prefetch 4 of 12 MiB batches (64 images of 3x256x256, uint8): far more than 16 MiB.
-TOO_BIG = LoaderPlan(workers=2, prefetch=4, batch=64, image=IMAGE)
+TOO_BIG = LoaderPlan(num_workers=2, prefetch_factor=4, batch_size=64, image=IMAGE)
 # The doctor's fix: prefetch 1 and 3 MiB batches; (2 × 1 + 2) × 3 MiB = 12 MiB.
-FITS = LoaderPlan(workers=2, prefetch=1, batch=16, image=IMAGE)
+FITS = LoaderPlan(num_workers=2, prefetch_factor=1, batch_size=16, image=IMAGE)
 # multiprocessing's locks and semaphores take a page each in /dev/shm beside the batches.
 SEMAPHORES = MIB
 
 
 def _scenario(name, plan, strategy="file_descriptor", whole_batches=False):
-    return {"name": name, "shm_mib": SHM_MIB, "workers": plan.workers, "prefetch": plan.prefetch,
-            "batch": plan.batch, "strategy": strategy, "whole_batches": whole_batches}
+    return {"name": name, "shm_mib": SHM_MIB, "workers": plan.num_workers, "prefetch": plan.prefetch_factor,
+            "batch": plan.batch_size, "strategy": strategy, "whole_batches": whole_batches}
 
 
 @pytest.fixture(scope="module")

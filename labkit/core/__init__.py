@@ -18,6 +18,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "usable_cpu_ids": "environment",
     "usable_cpus": "environment",
     "clone_root": "environment",
+    "rank_and_world": "environment",
+    "consumer_slot": "environment",
     "QUICK_ENV": "environment",
     "PROFILE_ENV": "environment",
     "DATA_ENV": "environment",

@@ -1,13 +1,16 @@
 """Switches and facts read from the environment, in one place so every command, notebook and worker agrees.
 
 The ``LABKIT_*`` variables (`QUICK_ENV`, `PROFILE_ENV`, `DATA_ENV`), the CPUs this process may use,
-and the clone labkit runs from.
+the clone labkit runs from, and where this process stands in a distributed job: its rank among the
+ranks, and its consumer slot among every rank × DataLoader worker.
 """
 
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
+
+from labkit.core.errors import LabkitValueError
 
 QUICK_ENV = "LABKIT_QUICK"
 PROFILE_ENV = "LABKIT_PROFILE"
@@ -57,3 +60,31 @@ def clone_root() -> Optional[str]:
     an installed labkit."""
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return top if os.path.exists(os.path.join(top, "pyproject.toml")) else None
+
+
+def rank_and_world(rank: Optional[int] = None, world_size: Optional[int] = None,
+                   required: bool = False) -> Tuple[int, int]:
+    """(rank, world size): as given, else from torch.distributed when it is initialised, else (0, 1) — or,
+    with ``required`` (a sampler that splits data across ranks must not guess), an error naming the fix."""
+    if rank is None or world_size is None:
+        import torch.distributed as dist
+
+        ready = dist.is_available() and dist.is_initialized()
+        if not ready and required:
+            raise LabkitValueError("pass the rank and the number of ranks (num_replicas), or initialise "
+                                   "torch.distributed first")
+        rank = (dist.get_rank() if ready else 0) if rank is None else rank
+        world_size = (dist.get_world_size() if ready else 1) if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise LabkitValueError(f"rank {rank} is not in [0, {world_size})")
+    return int(rank), int(world_size)
+
+
+def consumer_slot(rank: Optional[int] = None, world_size: Optional[int] = None) -> Tuple[int, int]:
+    """(this consumer's id, number of consumers) over every rank × DataLoader worker."""
+    from torch.utils.data import get_worker_info
+
+    rank, world_size = rank_and_world(rank, world_size)
+    info = get_worker_info()
+    workers, worker = (info.num_workers, info.id) if info else (1, 0)
+    return rank * workers + worker, world_size * workers

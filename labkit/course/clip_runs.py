@@ -31,7 +31,7 @@ STAGES = ("decode", "transform")
 
 @dataclass(frozen=True)
 class ClipWork:
-    """The work per clip: decode ``frames`` stored frames of ``size`` (width, height), resize the short
+    """The work per clip: decode ``frames`` stored frames of ``size`` (height, width), resize the short
     side to ``resize`` and centre-crop ``out``. A larger ``out``/``resize`` makes the second stage heavier."""
 
     frames: int
@@ -42,7 +42,7 @@ class ClipWork:
     @property
     def frame_shape(self) -> Tuple[int, int, int, int]:
         """The shape stage 1 writes into a ring slot: (T, H, W, 3)."""
-        return (self.frames, self.size[1], self.size[0], 3)
+        return (self.frames, self.size[0], self.size[1], 3)
 
     def decode(self) -> Callable[[str], np.ndarray]:
         return functools.partial(decode_clip, frames=self.frames, size=tuple(self.size))

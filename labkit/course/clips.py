@@ -41,21 +41,22 @@ def scan_clips(root: PathLike) -> Tuple[List[str], StringTable, np.ndarray]:
 def decode_clip(folder: str, frames: int, size: Tuple[int, int]) -> np.ndarray:
     """Stage 1: the first ``frames`` JPEG frames of a clip folder → uint8 array (T, H, W, 3).
 
-    ``size`` is (width, height) of the stored frames; a frame of any other size is an error
-    naming the file, because the shared-memory slots downstream have a fixed shape.
+    ``size`` is (height, width) of the stored frames, as everywhere in labkit; a frame of any other size
+    is an error naming the file, because the shared-memory slots downstream have a fixed shape.
     """
     names = sorted(f for f in os.listdir(folder) if f.lower().endswith((".jpg", ".jpeg")))[:frames]
     if len(names) < frames:
         raise DecodeError(f"{folder}: {len(names)} frames, need {frames}")
-    out = np.empty((frames, size[1], size[0], 3), dtype=np.uint8)
+    height, width = size
+    out = np.empty((frames, height, width, 3), dtype=np.uint8)
     for t, name in enumerate(names):
         path = os.path.join(folder, name)
         with open(path, "rb") as f:
             data = f.read()
         try:
             img = open_image(data)
-            if img.size != tuple(size):
-                raise DecodeError(f"frame is {img.size[0]}x{img.size[1]}, expected {size[0]}x{size[1]}")
+            if img.size != (width, height):
+                raise DecodeError(f"frame is {img.size[0]}x{img.size[1]} (width x height), expected {width}x{height}")
             out[t] = np.asarray(img.convert("RGB"))
         except (OSError, SyntaxError, ValueError) as e:  # DecodeError is a ValueError
             raise DecodeError(f"{path}: {e if isinstance(e, DecodeError) else describe_failure(data, e)}") from None

@@ -143,7 +143,7 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
 
 
 def _plan(s: LoaderSettings, size: int) -> LoaderPlan:
-    return LoaderPlan(workers=s.num_workers, prefetch=s.prefetch_factor, batch=s.batch_size,
+    return LoaderPlan(num_workers=s.num_workers, prefetch_factor=s.prefetch_factor, batch_size=s.batch_size,
                       image=(3, size, size), pin_memory=s.pin_memory, main_threads=main_thread_budget(s.num_workers))
 
 

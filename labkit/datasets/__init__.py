@@ -18,8 +18,6 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "PackedDataset": "map_style",
     "DecodedArrayDataset": "map_style",
     "EncodedPackDataset": "map_style",
-    "rank_and_world": "iterable",
-    "consumer_slot": "iterable",
     "EpochPlan": "iterable",
     "ShardedIterableDataset": "iterable",
     "LiveStreamDataset": "iterable",

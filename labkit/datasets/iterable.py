@@ -19,31 +19,13 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequ
 import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
 
+from labkit.core.environment import consumer_slot, rank_and_world
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.shared_log import SharedLog
 from labkit.storage.pack_format import PackReader
 
 Record = Tuple[Any, int]
 ShardSource = Union[str, "os.PathLike[str]", Callable[[], Iterable[Any]]]
-
-
-def rank_and_world(rank: Optional[int] = None, world_size: Optional[int] = None) -> Tuple[int, int]:
-    """(rank, world size): as given, else from torch.distributed when it is initialised, else (0, 1)."""
-    if rank is None or world_size is None:
-        import torch.distributed as dist
-
-        ready = dist.is_available() and dist.is_initialized()
-        rank = (dist.get_rank() if ready else 0) if rank is None else rank
-        world_size = (dist.get_world_size() if ready else 1) if world_size is None else world_size
-    return rank, world_size
-
-
-def consumer_slot(rank: Optional[int] = None, world_size: Optional[int] = None) -> Tuple[int, int]:
-    """(this consumer's id, number of consumers) over every rank × DataLoader worker."""
-    rank, world_size = rank_and_world(rank, world_size)
-    info = get_worker_info()
-    workers, worker = (info.num_workers, info.id) if info else (1, 0)
-    return rank * workers + worker, world_size * workers
 
 
 class _PackShard:

@@ -1,7 +1,7 @@
 """Checks a loader configuration against this machine before it crashes or crawls (seed 4.4, 6.1, 6.5).
 
 Each check gives a level (ok / warn / fail), what it found with the numbers, and a one-line
-fix. `diagnose` runs them all for a planned ``num_workers × prefetch_factor × batch``;
+fix. `diagnose` runs them all for a planned ``num_workers × prefetch_factor × batch_size``;
 ``labkit doctor`` prints them. `labkit.workers.thread_budget.limit_worker_threads` is the ``worker_init_fn`` that fixes
 thread oversubscription inside workers.
 """
@@ -35,9 +35,9 @@ def shm_batches(workers: int, prefetch: int) -> int:
 class LoaderPlan:
     """The loader settings to check: per rank, and how many ranks share the node."""
 
-    workers: int
-    prefetch: int = 2
-    batch: int = 64
+    num_workers: int
+    prefetch_factor: int = 2
+    batch_size: int = 64
     image: Tuple[int, ...] = (3, 256, 256)
     bytes_per_value: int = 1  # uint8 images; 4 for float32
     ranks_per_node: int = 1
@@ -46,12 +46,12 @@ class LoaderPlan:
 
     @property
     def batch_bytes(self) -> int:
-        return self.batch * math.prod(self.image) * self.bytes_per_value
+        return self.batch_size * math.prod(self.image) * self.bytes_per_value
 
     @property
     def shm_batches(self) -> int:
         """Most batches in /dev/shm at once per rank (see `shm_batches`)."""
-        return shm_batches(self.workers, self.prefetch)
+        return shm_batches(self.num_workers, self.prefetch_factor)
 
     @property
     def shm_bytes(self) -> int:
@@ -77,10 +77,10 @@ def _size(n: float) -> str:
 
 def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
     """Will the batches on their way from workers to the main process fit in /dev/shm?"""
-    if plan.workers == 0:
+    if plan.num_workers == 0:
         return Finding("ok", "shared memory", "no workers: batches never pass through /dev/shm")
     need = plan.shm_bytes
-    what = (f"{plan.ranks_per_node} rank(s) × ({plan.workers} workers × prefetch {plan.prefetch} + 2) × "
+    what = (f"{plan.ranks_per_node} rank(s) × (num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} + 2) × "
             f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_size(need)} in /dev/shm at once")
     if facts.shm_total == 0:
         return Finding("ok", "shared memory", f"{what}; this OS has no /dev/shm to run out of")
@@ -106,7 +106,7 @@ def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Fin
     if not cuda:
         return Finding("warn", "pinned memory", "pin_memory=True without a CUDA device does nothing useful",
                        "pin_memory=torch.cuda.is_available()")
-    pinned = plan.ranks_per_node * (plan.workers * plan.prefetch + 1) * plan.batch_bytes
+    pinned = plan.ranks_per_node * (plan.num_workers * plan.prefetch_factor + 1) * plan.batch_bytes
     text = f"about {_size(pinned)} of page-locked RAM ({_size(facts.ram_available)} available)"
     if facts.ram_available and pinned > facts.ram_available / 4:
         return Finding("warn", "pinned memory", text + ": pinned pages cannot be swapped, the OS can run out",
@@ -115,8 +115,8 @@ def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Fin
 
 
 def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
-    processes = plan.ranks_per_node * (plan.workers + 1)
-    text = (f"{plan.ranks_per_node} rank(s) × ({plan.workers} workers + 1 main) = {processes} busy processes "
+    processes = plan.ranks_per_node * (plan.num_workers + 1)
+    text = (f"{plan.ranks_per_node} rank(s) × ({plan.num_workers} workers + 1 main) = {processes} busy processes "
             f"on {cpus} CPUs")
     per_rank = max(1, cpus // plan.ranks_per_node - 1)
     fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process)"
@@ -128,10 +128,10 @@ def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
 
 
 def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
-    if plan.workers == 0:
+    if plan.num_workers == 0:
         return Finding("ok", "threads in workers", "no workers")
     per_worker, sources = threads_per_worker()
-    total = plan.ranks_per_node * plan.workers * per_worker
+    total = plan.ranks_per_node * plan.num_workers * per_worker
     text = (f"torch uses 1 thread per worker (DataLoader sets it), but native libraries may start {per_worker} "
             f"each ({', '.join(sources)}): up to {total} threads on {cpus} CPUs")
     if total > cpus:
@@ -142,9 +142,9 @@ def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
 
 def check_main_threads(plan: LoaderPlan, cpus: int) -> Finding:
     threads = torch.get_num_threads() if plan.main_threads is None else plan.main_threads
-    budget = main_thread_budget(plan.workers, cpus)
-    text = f"the main process runs {threads} torch threads beside {plan.workers} busy workers on {cpus} CPUs"
-    if plan.workers and threads > budget:
+    budget = main_thread_budget(plan.num_workers, cpus)
+    text = f"the main process runs {threads} torch threads beside {plan.num_workers} busy workers on {cpus} CPUs"
+    if plan.num_workers and threads > budget:
         return Finding("warn", "main-process threads", text + ": OpenMP threads spin while they wait and take the "
                        "workers' cores (measured on a 2-core machine: two decoding processes with 2 torch threads "
                        "each gave 122 images/s together, with 1 thread each 346)",
@@ -178,7 +178,8 @@ def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[Memor
 
 
 def format_findings(plan: LoaderPlan, findings: List[Finding]) -> str:
-    head = (f"labkit doctor: {plan.workers} workers × prefetch {plan.prefetch} × batch {plan.batch} of "
+    head = (f"labkit doctor: num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} × batch_size "
+            f"{plan.batch_size} of "
             f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), {plan.ranks_per_node} rank(s) "
             f"per node, pin_memory={plan.pin_memory}")
     counts = {level: sum(f.level == level for f in findings) for level in ("fail", "warn", "ok")}

@@ -62,7 +62,7 @@ def run_plan(shm_bytes: int, workers: int, prefetch: int, batch: int, batches: i
     from labkit.diagnose.doctor import LoaderPlan, check_shared_memory
 
     private_shm(shm_bytes)
-    plan = LoaderPlan(workers=workers, prefetch=prefetch, batch=batch, image=IMAGE)
+    plan = LoaderPlan(num_workers=workers, prefetch_factor=prefetch, batch_size=batch, image=IMAGE)
     level = check_shared_memory(plan, memory_facts()).level  # the doctor, inside this /dev/shm, before the loader
     result: Dict[str, Any] = {"plan": [workers, prefetch, batch], "shm_mib": shm_bytes / MIB,
                               "batch_mib": plan.batch_bytes / MIB, "level": level, "outcome": "completed",

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import Sampler, WeightedRandomSampler
 
+from labkit.core.environment import rank_and_world
 from labkit.core.errors import LabkitValueError
 
 Item = Union[int, List[int]]
@@ -130,19 +131,6 @@ class BlockShuffleSampler(ResumableSampler):
         return block_shuffle_order(self.n, self.block_size, self.window, _rng(self.seed, epoch)).tolist()
 
 
-def _world(num_replicas: Optional[int], rank: Optional[int]) -> tuple:
-    if num_replicas is None or rank is None:
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            raise LabkitValueError("pass num_replicas and rank, or initialise torch.distributed first")
-        num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
-        rank = dist.get_rank() if rank is None else rank
-    if not 0 <= rank < num_replicas:
-        raise LabkitValueError(f"rank {rank} is not in [0, {num_replicas})")
-    return int(num_replicas), int(rank)
-
-
 class DistributedBlockSampler(ResumableSampler):
     """Block shuffle split across ranks: rank r reads one contiguous slice of the epoch's order.
 
@@ -157,7 +145,7 @@ class DistributedBlockSampler(ResumableSampler):
                  drop_last: bool = False, block_size: int = 1024, window: int = 4) -> None:
         super().__init__(seed)
         self.n, self.block_size, self.window, self.drop_last = int(n), int(block_size), int(window), drop_last
-        self.num_replicas, self.rank = _world(num_replicas, rank)
+        self.rank, self.num_replicas = rank_and_world(rank, num_replicas, required=True)
         if drop_last:
             self.per_rank = self.n // self.num_replicas
         else:

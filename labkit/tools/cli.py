@@ -127,8 +127,8 @@ def _image_shape(text: str) -> Tuple[int, ...]:
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from labkit.diagnose.doctor import LoaderPlan, diagnose, format_findings
 
-    plan = LoaderPlan(workers=args.workers if args.workers is not None else 4, prefetch=args.prefetch,
-                      batch=args.batch, image=args.image, bytes_per_value=4 if args.float32 else 1,
+    plan = LoaderPlan(num_workers=args.workers if args.workers is not None else 4, prefetch_factor=args.prefetch,
+                      batch_size=args.batch, image=args.image, bytes_per_value=4 if args.float32 else 1,
                       ranks_per_node=args.ranks_per_node, pin_memory=args.pin_memory)
     print(format_findings(plan, diagnose(plan)))
     return 0
