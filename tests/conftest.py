@@ -57,14 +57,29 @@ _SHM = "/dev/shm"
 _SHM_PREFIXES = ("torch_", "psm_")  # torch's file_system strategy; multiprocessing.shared_memory (labkit.workers.staged_pipeline)
 
 
+def _others(name: str) -> bool:
+    """Whether a /dev/shm or temporary name was made by a live process outside this test process's tree (another
+    test run on the same machine): torch's names and labkit's carry their creator's pid."""
+    import psutil
+
+    pid = next((int(part) for part in name.replace("-", "_").split("_") if part.isdigit()), None)
+    if pid is None or pid == os.getpid() or not psutil.pid_exists(pid):
+        return False
+    try:
+        return os.getpid() not in [p.pid for p in psutil.Process(pid).parents()]
+    except psutil.Error:
+        return False
+
+
 def _open_resources() -> Dict[str, List[str]]:
     """What this process holds that a fault could leak: file descriptors, mapped /dev/shm segments
     (named or already unlinked), /dev/shm names and labkit temporary files."""
     gc.collect()  # objects that only a reference cycle keeps alive are not leaks
     found: Dict[str, List[str]] = {
-        "/dev/shm names": sorted(n for n in os.listdir(_SHM) if n.startswith(_SHM_PREFIXES))
+        "/dev/shm names": sorted(n for n in os.listdir(_SHM) if n.startswith(_SHM_PREFIXES) and not _others(n))
         if os.path.isdir(_SHM) else [],
-        "labkit temporary files": sorted(n for n in os.listdir(tempfile.gettempdir()) if n.startswith("labkit-")),
+        "labkit temporary files": sorted(n for n in os.listdir(tempfile.gettempdir())
+                                         if n.startswith("labkit-") and not _others(n)),
     }
     if os.path.isdir("/proc/self/fd"):  # Linux; elsewhere the checks above still run
         fds = []

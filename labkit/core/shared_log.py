@@ -27,7 +27,8 @@ class SharedLog:
     """JSON-lines log shared by a process and the workers it hands this object to (it pickles as its path)."""
 
     def __init__(self, prefix: str = "labkit-log-") -> None:
-        fd, self.path = tempfile.mkstemp(prefix=prefix, suffix=".jsonl")
+        # the creator's pid in the name: who left a file behind can be told, and a process's own told apart
+        fd, self.path = tempfile.mkstemp(prefix=f"{prefix}{os.getpid()}-", suffix=".jsonl")
         os.close(fd)
         weakref.finalize(self, _unlink_if_owner, self.path, os.getpid())
 

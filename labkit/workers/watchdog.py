@@ -465,7 +465,7 @@ def watched_loader(dataset: Dataset, timeout: float, **loader_kwargs: Any) -> Wa
         raise LabkitValueError("the hang watchdog watches worker processes: use num_workers >= 1")
     if timeout <= 0:
         raise LabkitValueError(f"hang timeout must be > 0 seconds, got {timeout}")
-    dump_dir = tempfile.mkdtemp(prefix="labkit-stacks-")
+    dump_dir = tempfile.mkdtemp(prefix=f"labkit-stacks-{os.getpid()}-")
     log = SharedLog("labkit-inflight-")
     init = WorkerInitChain(StackDumpInit(dump_dir), loader_kwargs.pop("worker_init_fn", None), StartedMark(dump_dir))
     loader = DataLoader(TrackedDataset(dataset, log), timeout=min(timeout, POLL_S), worker_init_fn=init,
