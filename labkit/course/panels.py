@@ -33,7 +33,8 @@ from labkit.course.workspace import Workspace
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
 from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
 from labkit.measure.loader_timing import measure_loader, spread_indices
-from labkit.samplers.resumable import BlockShuffleSampler, OrderScores, score_order
+from labkit.samplers.order_scores import OrderScores, score_order
+from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
@@ -350,7 +351,7 @@ class SamplerPanel:
     """Block size and window of a `BlockShuffleSampler` → its randomness and locality scores and batches.
 
     ``labels``, ``offsets`` and ``lengths`` describe the data set as stored (a pack's index):
-    the scores are `labkit.samplers.resumable.score_order` of epoch 0's order.
+    the scores are `labkit.samplers.order_scores.score_order` of epoch 0's order.
     """
 
     def __init__(self, labels: Sequence[int], offsets: Sequence[int], lengths: Sequence[int], batch_size: int = 32,
