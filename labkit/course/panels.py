@@ -31,6 +31,7 @@ from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.machine import MemoryFacts
 from labkit.course.workspace import Workspace
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.decode.decoders import DECODERS
 from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
 from labkit.measure.loader_timing import measure_loader, spread_indices
 from labkit.samplers.order_scores import OrderScores, score_order
@@ -38,7 +39,6 @@ from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
-DECODERS = ("pil", "pil-reduced", "torchvision")
 STORAGES = ("folder", "pack", "decoded pack")
 BATCH_SIZES = (8, 16, 32, 64, 128)
 
@@ -222,7 +222,8 @@ class LoaderPanel:
                                             continuous_update=False),
             "pin_memory": w.Checkbox(s.pin_memory, description="pin_memory"),
             "persistent_workers": w.Checkbox(s.persistent_workers, description="persistent_workers"),
-            "decoder": w.Dropdown(options=DECODERS, value=s.decoder, description="decoder"),
+            # the decoder registry's names, read when the panel is built: a decoder added there shows up here
+            "decoder": w.Dropdown(options=tuple(DECODERS), value=s.decoder, description="decoder"),
             "storage": w.Dropdown(options=STORAGES, value=s.storage, description="storage"),
         }
         self.button = w.Button(description="Run", button_style="primary", icon="play")
