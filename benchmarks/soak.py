@@ -21,12 +21,13 @@ import json
 import os
 
 from labkit.core.environment import quick_mode
+from labkit.core.machine import os_name
 from labkit.course.workspace import OUTPUT_SIZE, prepare
 from labkit.datasets.map_style import PackedDataset
 from labkit.diagnose.soak import SoakReport, run_soak
 from labkit.measure.loader_timing import describe_machine, machine_info
 from labkit.measure.page_cache import resident_fraction
-from labkit.measure.process_memory import MEASURES, os_name
+from labkit.measure.process_memory import MEASURES
 from labkit.samplers.resumable import BlockShuffleSampler
 
 

@@ -4,7 +4,8 @@ import os
 import numpy as np
 import pytest
 
-from labkit.measure.process_memory import (LINUX, PeakMemory, PeakRss, describe_tree_memory, os_name, private_bytes,
+from labkit.core.machine import os_name
+from labkit.measure.process_memory import (LINUX, PeakMemory, PeakRss, describe_tree_memory, private_bytes,
                                            read_memory, rss_bytes, tree_memory_bytes, tree_memory_measure,
                                            tree_rss_bytes)
 

@@ -31,10 +31,10 @@ from typing import Any, Callable, Dict, List, Optional, Set
 from torch.utils.data import Dataset
 
 from labkit.core.errors import LabkitValueError
-from labkit.core.machine import running
+from labkit.core.machine import os_name, running
 from labkit.core.shared_log import SharedLog
 from labkit.diagnose.worker_memory import RecordWorkerPid
-from labkit.measure.process_memory import MEASURES, os_name, read_memory
+from labkit.measure.process_memory import MEASURES, read_memory
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.worker_init import WorkerInitChain
 

@@ -16,13 +16,13 @@ Two questions need two measures:
   at will. Only Linux separates them (``/proc``); elsewhere USS, which also counts pages of mapped
   files only this process has read, is the nearest figure.
 
-A figure the OS does not give is ``None`` (and printed as "not available on <OS>"), never 0.
+A figure the OS does not give is ``None`` (and printed as "not available on <OS>", `labkit.core.machine.os_name`),
+never 0.
 """
 
 from __future__ import annotations
 
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -31,13 +31,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 import psutil
 
+from labkit.core.machine import os_name
+
 Pid = Optional[int]  # None: this process
 LINUX = sys.platform.startswith("linux")
-
-
-def os_name() -> str:
-    """This OS as a learner knows it ("Linux", "macOS", "Windows")."""
-    return {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
 
 
 def _process(pid: Pid) -> psutil.Process:
