@@ -147,18 +147,19 @@ def descendants(pid: Pid = None) -> List[int]:
         return []
 
 
-def cpu_seconds(pid: Pid = None) -> float:
-    """User + system CPU time a process has used so far (0.0 once it has ended)."""
+def cpu_seconds(pid: Pid = None) -> Optional[float]:
+    """User + system CPU time a process has used so far; ``None`` once it has ended (or this user may not read it)."""
     try:
         times = _process(pid).cpu_times()
     except _GONE:
-        return 0.0
+        return None
     return times.user + times.system
 
 
 def tree_cpu_seconds() -> float:
-    """CPU time of this process and every live descendant (workers included)."""
-    return cpu_seconds() + sum(cpu_seconds(p) for p in descendants())
+    """CPU time of this process and every live descendant (workers included); a worker that ends while
+    being read adds nothing."""
+    return sum(s for s in map(cpu_seconds, [None, *descendants()]) if s is not None)
 
 
 def tree_rss_bytes() -> int:
