@@ -273,7 +273,7 @@ def stores(n: int, peers: Dict[str, str], scratch: str, max_reads: int, system_d
     orders = {"random": np.random.default_rng(0).permutation(n)[:max_reads].tolist(),
               "block-shuffled": BlockShuffleSampler.for_batches(n, BATCH).order(0)[:max_reads]}
     rates: Dict[str, Dict[str, float]] = {}
-    resident: Dict[str, Dict[str, float]] = {}  # share of the store's bytes still cached after emptying
+    resident: Dict[str, Dict[str, Optional[float]]] = {}  # share of the store's bytes still cached after emptying
     how = ""
     for name, (open_store, files) in _stores(paths, pack, lmdb_dir, h5).items():
         for temperature in ("warm", "cold"):
@@ -367,7 +367,8 @@ def workers_memory(n: int) -> Dict[str, Any]:
                         "rss_growth_pct": {w: float(100 * (v[-1] / v[0] - 1)) for w, v in rss.items()},
                         "private_growth_mib": trace.growth_mib("private"),
                         # the goal's measure: what a leak or copy-on-write grows, against the worker's start
-                        "anonymous_growth_pct": {w: float(100 * anonymous[w] / rss[w][0]) for w in rss}}
+                        "anonymous_growth_pct": {w: None if anonymous[w] is None else float(100 * anonymous[w] / rss[w][0])
+                                                 for w in rss}}
     return {"n": n, "workers": 2, "datasets": result, "goal_pct": 5.0}
 
 
@@ -506,6 +507,15 @@ def plot(report: Dict[str, Any], path: str, title: str) -> None:
     plt.close(fig)
 
 
+def _share(value: Optional[float]) -> str:
+    """A page-cache share read by `resident_share`: ``None`` (or -1 in results saved before) is not known."""
+    return "not known" if value is None or value < 0 else f"{value:.1%}"
+
+
+def _pct(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:+.1f} %"
+
+
 def summary(report: Dict[str, Any]) -> List[str]:
     """The lines a reader needs: each goal, what was measured against it."""
     lines = []
@@ -533,15 +543,15 @@ def summary(report: Dict[str, Any]) -> List[str]:
     lines.append(f"read  cold = {st['cold_cache_emptied_by']}")
     for name, d in report["workers_memory"]["datasets"].items():
         lines.append(f"mem   {name:<36} over the epoch, unique anonymous memory grew " + ", ".join(
-            f"{w} {g:+.1f} %" for w, g in d["anonymous_growth_pct"].items()) + " of the start (goal < 5 %); RSS "
+            f"{w} {_pct(g)}" for w, g in d["anonymous_growth_pct"].items()) + " of the start (goal < 5 %); RSS "
             + ", ".join(f"{w} {g:+.1f} %" for w, g in d["rss_growth_pct"].items()))
     lines.append("mem   (RSS counts the pages of a mapped pack a worker has read: shared with the page cache and "
                  "reclaimable, not a leak)")
     cs = report["cold_storage"]
     for vid, d in cs["versions"].items():
         lines.append(f"cold  {vid}: warm {d['warm']['images_per_s']:.1f}, cold {d['cold']['images_per_s']:.1f} "
-                     f"images/s (data cached when it started: warm {d['warm']['cache'].get('resident_before', -1):.1%}, "
-                     f"cold {d['cold']['cache'].get('resident_before', -1):.1%}"
+                     f"images/s (data cached when it started: warm {_share(d['warm']['cache'].get('resident_before'))}, "
+                     f"cold {_share(d['cold']['cache'].get('resident_before'))}"
                      + (f", kept cached by processes mapping it: {d['cold']['cache']['mapped_by_other_processes']}"
                         if d['cold']['cache'].get('mapped_by_other_processes') else "") + ")")
     lines.append(f"cold  v3/v2: warm {cs['v3_over_v2']['warm']:.2f}x, cold {cs['v3_over_v2']['cold']:.2f}x "

@@ -21,12 +21,13 @@ import json
 import os
 
 from labkit.core.environment import quick_mode
+from labkit.core.machine import os_name
 from labkit.course.workspace import OUTPUT_SIZE, prepare
 from labkit.datasets.map_style import PackedDataset
 from labkit.diagnose.soak import SoakReport, run_soak
 from labkit.measure.loader_timing import describe_machine, machine_info
 from labkit.measure.page_cache import resident_fraction
-from labkit.measure.process_memory import MEASURES, os_name
+from labkit.measure.process_memory import MEASURES
 from labkit.samplers.resumable import BlockShuffleSampler
 
 
@@ -91,12 +92,12 @@ def main() -> None:
     print(f"epoch time: {seconds[0]:.2f} s first, {min(seconds):.2f}-{max(seconds[1:]):.2f} s after")
     cached = resident_fraction(ws.pack)
     pack_mib = os.path.getsize(ws.pack) / 2**20
-    print(f"pack: {pack_mib:.0f} MiB, " + (f"{cached:.0%} of it in the page cache after the run" if cached >= 0 else
+    print(f"pack: {pack_mib:.0f} MiB, " + (f"{cached:.0%} of it in the page cache after the run" if cached is not None else
                                            f"page-cache residency not available on {os_name()}"))
     out = args.json or os.path.join(os.path.dirname(__file__), "results", f"soak_{info['cpu_count']}cpu.json")
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"machine": info, "pack": os.path.relpath(ws.pack), "pack_mib": pack_mib,
-                   "pack_in_page_cache": cached if cached >= 0 else None, "images": ws.count,
+                   "pack_in_page_cache": cached, "images": ws.count,
                    "decoder": args.decoder, "size": OUTPUT_SIZE, "batch_size": args.batch_size,
                    "workers": args.workers, **report.to_dict()}, f, indent=1)
     picture = args.plot or os.path.splitext(out)[0] + ".png"

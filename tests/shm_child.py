@@ -40,7 +40,9 @@ class Images:
 def _shm_used() -> int:
     from labkit.core.machine import memory_facts
 
-    facts = memory_facts()
+    facts = memory_facts()  # inside the private /dev/shm that run() mounts first: its sizes are known
+    if facts.shm_total is None or facts.shm_free is None:
+        raise SystemExit("no /dev/shm: private_shm should have mounted one")
     return facts.shm_total - facts.shm_free
 
 

@@ -184,6 +184,17 @@ def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
     assert f"v6 {v6['cache']['resident_before']:.1%}" in note and note in capsys.readouterr().out
 
 
+def test_a_share_of_cached_data_the_os_cannot_read_is_named_not_known():
+    from types import SimpleNamespace
+
+    from labkit.course.ablation import warm_note
+
+    results = [SimpleNamespace(id="v2", cache={"resident_before": None}),  # resident_share where there is no mincore
+               SimpleNamespace(id="v3", cache={"resident_before": 0.5})]
+    note = warm_note(results)
+    assert "v2 not known (page-cache residency not available on" in note and "v3 50.0%" in note
+
+
 def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     import multiprocessing
 

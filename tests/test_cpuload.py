@@ -68,3 +68,25 @@ def test_no_sample_and_bad_interval():
 def test_plot_has_one_line_per_core_and_labels():
     ax = _usage([[95, 5], [90, 10]], iowait=[[0, 3], [0, 4]]).plot(title="run")
     assert len(ax.get_lines()) == 2 and ax.get_ylabel() == "CPU busy (%)" and ax.get_title() == "run"
+
+
+def test_where_the_os_does_not_report_io_wait_it_is_not_known_not_zero(monkeypatch):
+    import collections
+
+    import psutil
+
+    Times = collections.namedtuple("Times", "user system idle")  # what psutil gives on macOS and Windows
+    width = max(usable_cpu_ids()) + 1
+
+    def without_iowait(interval=None, percpu=False):
+        time.sleep(interval or 0)
+        return [Times(30.0, 10.0, 60.0)] * width
+
+    monkeypatch.setattr(psutil, "cpu_times_percent", without_iowait)
+    with CoreSampler(0.05) as sampler:
+        time.sleep(0.2)
+    usage = sampler.usage
+    assert usage.iowait is None and usage.mean_iowait is None
+    assert np.allclose(usage.busy, 40.0)  # busy is still 100 - idle
+    assert "I/O wait is not available on" in usage.reading() and "waiting on I/O" not in usage.reading()
+    assert len(usage.plot().get_lines()) == len(usage.cores)

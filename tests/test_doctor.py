@@ -61,7 +61,23 @@ def test_memory_facts_of_this_machine():
     facts = memory_facts()
     assert facts.ram_total > 0 and facts.ram_available > 0
     if os.path.isdir("/dev/shm"):
-        assert facts.shm_total > 0
+        assert facts.shm_total > 0 and facts.shm_free is not None and "MiB free of" in facts.describe_shm()
+    else:
+        assert facts.shm_total is None and facts.shm_free is None
+
+
+def test_where_the_os_has_no_dev_shm_its_size_is_not_known_not_zero(monkeypatch):
+    from labkit.diagnose.autotuner import default_budget
+    from labkit.diagnose.doctor import check_shared_memory
+
+    monkeypatch.setattr("labkit.core.machine.SHM_DIR", "/no-such-dev-shm")  # as on macOS or Windows
+    facts = memory_facts()
+    assert facts.shm_total is None and facts.shm_free is None and facts.ram_total > 0
+    assert facts.describe_shm().startswith("not available on ")
+    finding = check_shared_memory(LoaderPlan(workers=8, prefetch=4, batch=256), facts)
+    assert finding.level == "ok" and "not available on" in finding.message  # nothing to overflow, no crash
+    monkeypatch.setattr("labkit.diagnose.autotuner.memory_facts", lambda: facts)
+    assert default_budget(0.5).shm_bytes == int(facts.ram_available * 0.5)  # batches then live in RAM
 
 
 def _thread_settings(_):

@@ -5,9 +5,26 @@ import pytest
 
 from labkit.measure.page_faults import can_count_faults, minor_faults, tree_minor_faults
 
-pytestmark = pytest.mark.skipif(not can_count_faults(), reason="page faults per process are read from Linux's /proc")
+linux_proc = pytest.mark.skipif(not can_count_faults(), reason="page faults per process are read from Linux's /proc")
 
 
+def _no_proc(monkeypatch):
+    """This process as on macOS or Windows: no /proc to read the counts from."""
+    def refused(path, *args, **kwargs):
+        raise FileNotFoundError(path)
+
+    from labkit.measure import page_faults
+
+    monkeypatch.setattr(page_faults, "open", refused, raising=False)  # the module's open, not the builtin
+
+
+def test_where_the_os_does_not_count_faults_they_are_not_known_not_zero(monkeypatch):
+    _no_proc(monkeypatch)
+    assert minor_faults() is None
+    assert tree_minor_faults() is None
+
+
+@linux_proc
 def test_touching_new_memory_counts_faults():
     before = minor_faults()
     block = np.ones(64 << 20, dtype=np.uint8)  # 64 MiB of new pages, written
@@ -15,8 +32,10 @@ def test_touching_new_memory_counts_faults():
     del block
 
 
-def test_unknown_process_reads_as_zero():
-    assert minor_faults(2**22 + 12345) == 0
+@linux_proc
+def test_a_process_that_is_gone_reads_as_not_known():
+    assert minor_faults(2**22 + 12345) is None
+    assert tree_minor_faults(2**22 + 12345) is None
 
 
 def _touch(ready, done) -> None:
@@ -25,6 +44,7 @@ def _touch(ready, done) -> None:
     done.wait(10)
 
 
+@linux_proc
 def test_tree_counts_a_child_process():
     ctx = mp.get_context("fork")
     ready, done = ctx.Event(), ctx.Event()

@@ -4,7 +4,8 @@ import os
 import numpy as np
 import pytest
 
-from labkit.measure.process_memory import (LINUX, PeakMemory, PeakRss, describe_tree_memory, os_name, private_bytes,
+from labkit.core.machine import os_name
+from labkit.measure.process_memory import (LINUX, PeakMemory, PeakRss, describe_tree_memory, private_bytes,
                                            read_memory, rss_bytes, tree_memory_bytes, tree_memory_measure,
                                            tree_rss_bytes)
 
@@ -38,8 +39,11 @@ def test_pages_of_a_mapped_file_are_file_backed_not_unique_anonymous(tmp_path):
 
 
 def test_a_process_that_has_ended_or_never_was_reads_as_none_not_zero():
+    from labkit.measure.process_memory import cpu_seconds
+
     assert private_bytes(2**22 + 12345) is None and rss_bytes(2**22 + 12345) is None
     assert read_memory(2**22 + 12345) is None
+    assert cpu_seconds(2**22 + 12345) is None and cpu_seconds() > 0
 
 
 def test_figures_the_os_does_not_give_are_none_and_the_os_is_named():

@@ -8,8 +8,7 @@ import pytest
 import torch
 from torch.utils.data import RandomSampler
 
-from labkit.samplers.order_scores import block_sizes, plot_tradeoff, sweep_block_sizes
-from labkit.samplers.resumable import score_order
+from labkit.samplers.order_scores import block_sizes, plot_tradeoff, score_order, sweep_block_sizes
 
 matplotlib.use("Agg")
 

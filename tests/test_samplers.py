@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from torch.utils.data import DataLoader, Dataset
 
+from labkit.samplers.order_scores import batch_class_entropy, mean_displacement, page_buffer_order, pages_per_batch
 from labkit.samplers.resumable import (BlockShuffleSampler, ClassBalancedSampler, DistributedBlockSampler,
-                                       GroupedBatchSampler, RandomOffsetSequentialSampler, batch_class_entropy,
-                                       pages_per_batch, block_shuffle_order, mean_displacement, page_buffer_order)
+                                       GroupedBatchSampler, RandomOffsetSequentialSampler, block_shuffle_order)
 
 
 class Indices(Dataset):
@@ -191,7 +191,7 @@ def test_block_layout_for_batches_reads_each_batch_from_a_few_blocks():
 
 
 def test_score_order_reads_randomness_and_locality_side_by_side():
-    from labkit.samplers.resumable import score_order
+    from labkit.samplers.order_scores import score_order
 
     n, batch = 256, 16
     labels, offsets, lengths = np.arange(n) // 32, np.arange(n) * 1000, np.full(n, 1000)

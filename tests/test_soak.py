@@ -13,7 +13,8 @@ from torch.utils.data import Dataset
 from labkit.core.machine import running
 from labkit.core.shared_log import SharedLog
 from labkit.datasets.map_style import PackedDataset
-from labkit.diagnose.soak import GROWTH_FLOOR, GROWTH_LIMIT, MAIN, _join_threads_started_since, open_fds, run_soak
+from labkit.diagnose.soak import (GROWTH_FLOOR, GROWTH_LIMIT, MAIN, EpochRecord, SoakReport, _join_threads_started_since,
+                                  open_fds, run_soak)
 from labkit.measure.process_memory import LINUX, MEASURES
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackWriter
@@ -178,3 +179,18 @@ def test_descriptors_closed_late_by_a_helper_thread_are_not_counted_as_left_open
     threading.Thread(target=close_late).start()
     _join_threads_started_since(threads)
     assert open_fds() == before
+
+
+def test_where_the_os_does_not_list_descriptors_they_are_not_known_and_not_judged(monkeypatch):
+    monkeypatch.setattr("labkit.diagnose.soak.FD_LISTINGS", ("/no-such-fd-listing",))  # as on Windows
+    assert open_fds() is None
+
+    def record(epoch):
+        return EpochRecord(epoch, 1.0, open_fds(), rss={MAIN: 100 << 20}, uss={MAIN: 60 << 20},
+                           unique_anonymous={MAIN: 50 << 20})
+
+    report = SoakReport(record(0), [record(1), record(2)], {MAIN: os.getpid()}, open_fds(), open_fds(), [], [])
+    assert report.problems() == []  # nothing known grew: no descriptor finding either
+    assert "open file descriptors" in report.unavailable()
+    summary = report.summary()
+    assert "open fds of main: n/a before, n/a after epoch 1" in summary and "not available on" in summary

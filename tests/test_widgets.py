@@ -68,6 +68,14 @@ def test_the_doctor_and_the_decoder_follow_the_controls_before_any_run(workspace
         panel.run(workers=2)
 
 
+def test_the_decoder_dropdown_offers_the_decoder_registry(workspace, monkeypatch):
+    from labkit.decode import decoders
+
+    assert _panel(workspace).controls["decoder"].options == tuple(decoders.DECODERS)
+    monkeypatch.setitem(decoders.DECODERS, "pil-copy", decoders.decode_pil)  # a decoder added to the registry
+    assert "pil-copy" in _panel(workspace).controls["decoder"].options  # shows up without a second list to edit
+
+
 def test_show_without_a_frontend_runs_once_and_prints_its_row(workspace, capsys):
     record = _panel(workspace).show()
     assert str(record) in capsys.readouterr().out

@@ -71,3 +71,14 @@ def test_pages_of_a_mapped_pack_count_in_rss_but_not_as_anonymous(tmp_path):
     for worker in rss:
         assert rss[worker] > 8, (worker, rss[worker])  # each worker read half the pack, and maps more
         assert anonymous[worker] < 0.25 * rss[worker], (worker, anonymous[worker], rss[worker])
+
+
+def test_growth_the_os_did_not_give_is_not_known_not_zero():
+    from labkit.diagnose.worker_memory import WorkerMemoryTrace
+
+    trace = WorkerMemoryTrace(epochs=[0.0, 1.0], private={"worker 0": [10 * MIB, 14 * MIB]},
+                              anonymous={"worker 0": [None, None]}, rss={"worker 0": [20 * MIB, None]})
+    assert trace.growth_mib("private") == {"worker 0": 4.0} and trace.mean_growth_mib("private") == 4.0
+    assert trace.growth_mib("anonymous") == {"worker 0": None} and trace.mean_growth_mib("anonymous") is None
+    assert trace.growth_mib("rss") == {"worker 0": None} and trace.mean_growth_mib("rss") is None
+    assert WorkerMemoryTrace().mean_growth_mib() is None  # no worker read: nothing known, not 0 MiB

@@ -1,6 +1,6 @@
 """The error every kit error derives from, switches and environment (the LABKIT_* flags, usable CPUs), string
 tables that DataLoader workers can share without copy-on-write, the log every process of a loader can append
-to, and host tensors and buffers reused between batches.
+to, host tensors and buffers reused between batches, and this machine (its OS, RAM and /dev/shm).
 
 Import rule: labkit.core imports no other labkit package.
 
@@ -27,6 +27,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "storage_refs": "host_buffers",
     "HostBuffers": "host_buffers",
     "batch_buffer": "host_buffers",
+    "os_name": "machine",
     "running": "machine",
     "MemoryFacts": "machine",
     "memory_facts": "machine",

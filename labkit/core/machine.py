@@ -1,15 +1,28 @@
-"""This machine, as the loader's processes need to know it: RAM and /dev/shm sizes, and whether a process runs.
+"""This machine, as the loader's processes need to know it: its OS by name, RAM and /dev/shm sizes, and
+whether a process runs.
 
 Kept in core because both the workers' watchdog (what /dev/shm had left when a batch was lost)
 and the checkpoints (is the process holding a lock alive?) ask, below the measurements.
+
+A figure this OS does not give is ``None`` (printed as "not available on <OS>", `os_name`), never 0.
 """
 
 from __future__ import annotations
 
 import os
+import platform
+import sys
 from dataclasses import dataclass
+from typing import Optional
 
 import psutil
+
+SHM_DIR = "/dev/shm"
+
+
+def os_name() -> str:
+    """This OS as a learner knows it ("Linux", "macOS", "Windows")."""
+    return {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
 
 
 def running(pid: int) -> bool:
@@ -24,18 +37,29 @@ def running(pid: int) -> bool:
 
 @dataclass(frozen=True)
 class MemoryFacts:
+    """RAM and /dev/shm in bytes; the /dev/shm figures are ``None`` where the OS has no /dev/shm."""
+
     ram_total: int
     ram_available: int
-    shm_total: int
-    shm_free: int
+    shm_total: Optional[int]
+    shm_free: Optional[int]
+
+    def describe_shm(self) -> str:
+        """What /dev/shm has free, for a message: ``12.0 MiB free of 64.0 MiB``, or ``not available on macOS``."""
+        if self.shm_total is None or self.shm_free is None:
+            return f"not available on {os_name()}"
+        if self.shm_total == 0:  # a tmpfs mounted without a size limit reports no blocks
+            return "no size limit reported"
+        return f"{self.shm_free / 2**20:.1f} MiB free of {self.shm_total / 2**20:.1f} MiB"
 
 
 def memory_facts() -> MemoryFacts:
-    """RAM (psutil: every OS) and ``/dev/shm`` sizes in bytes; the /dev/shm figures are zero where the
+    """RAM (psutil: every OS) and ``/dev/shm`` sizes in bytes; the /dev/shm figures are ``None`` where the
     OS has no /dev/shm (macOS, Windows)."""
     ram = psutil.virtual_memory()
-    shm_total = shm_free = 0
-    if os.path.isdir("/dev/shm"):
-        st = os.statvfs("/dev/shm")
+    shm_total: Optional[int] = None
+    shm_free: Optional[int] = None
+    if os.path.isdir(SHM_DIR):
+        st = os.statvfs(SHM_DIR)
         shm_total, shm_free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
     return MemoryFacts(ram.total, ram.available, shm_total, shm_free)

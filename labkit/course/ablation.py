@@ -27,6 +27,7 @@ from tqdm.auto import tqdm
 from labkit.collate.collate_fns import MixUp, MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
 from labkit.core.environment import usable_cpus
 from labkit.core.host_buffers import HostBuffers
+from labkit.core.machine import os_name
 from labkit.course.workspace import OUTPUT_SIZE, Workspace
 from labkit.datasets.map_style import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                                        PackedDataset)
@@ -297,8 +298,9 @@ def _version_files(version: Version, ws: Workspace, tuned: Optional[Config]) -> 
 
 
 def _cached_share(result: Result) -> str:
-    share = result.cache["resident_before"]
-    text = f"{result.id} {share:.1%}" if share >= 0 else f"{result.id} unknown"
+    share = result.cache["resident_before"]  # None where the OS cannot say (results saved before: -1.0)
+    text = (f"{result.id} {share:.1%}" if share is not None and share >= 0 else
+            f"{result.id} not known (page-cache residency not available on {os_name()})")
     mapped = result.cache.get("mapped_by_other_processes")
     return text + (f" (mapped by process {', '.join(map(str, mapped))}, which keeps it cached)" if mapped else "")
 

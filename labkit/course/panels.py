@@ -31,13 +31,14 @@ from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.machine import MemoryFacts
 from labkit.course.workspace import Workspace
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.decode.decoders import DECODERS
 from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
 from labkit.measure.loader_timing import measure_loader, spread_indices
-from labkit.samplers.resumable import BlockShuffleSampler, OrderScores, score_order
+from labkit.samplers.order_scores import OrderScores, score_order
+from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
-DECODERS = ("pil", "pil-reduced", "torchvision")
 STORAGES = ("folder", "pack", "decoded pack")
 BATCH_SIZES = (8, 16, 32, 64, 128)
 
@@ -221,7 +222,8 @@ class LoaderPanel:
                                             continuous_update=False),
             "pin_memory": w.Checkbox(s.pin_memory, description="pin_memory"),
             "persistent_workers": w.Checkbox(s.persistent_workers, description="persistent_workers"),
-            "decoder": w.Dropdown(options=DECODERS, value=s.decoder, description="decoder"),
+            # the decoder registry's names, read when the panel is built: a decoder added there shows up here
+            "decoder": w.Dropdown(options=tuple(DECODERS), value=s.decoder, description="decoder"),
             "storage": w.Dropdown(options=STORAGES, value=s.storage, description="storage"),
         }
         self.button = w.Button(description="Run", button_style="primary", icon="play")
@@ -350,7 +352,7 @@ class SamplerPanel:
     """Block size and window of a `BlockShuffleSampler` → its randomness and locality scores and batches.
 
     ``labels``, ``offsets`` and ``lengths`` describe the data set as stored (a pack's index):
-    the scores are `labkit.samplers.resumable.score_order` of epoch 0's order.
+    the scores are `labkit.samplers.order_scores.score_order` of epoch 0's order.
     """
 
     def __init__(self, labels: Sequence[int], offsets: Sequence[int], lengths: Sequence[int], batch_size: int = 32,

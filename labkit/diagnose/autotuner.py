@@ -61,9 +61,10 @@ class Budget:
 
 
 def default_budget(fraction: float = 0.5) -> Budget:
-    """``fraction`` of the RAM available now and of /dev/shm free now (doctor's readings)."""
+    """``fraction`` of the RAM available now and of /dev/shm free now (doctor's readings); of RAM for both
+    where the OS has no /dev/shm (or it reports no size)."""
     facts = memory_facts()
-    shm = facts.shm_free if facts.shm_total else facts.ram_available
+    shm = facts.shm_free if facts.shm_total and facts.shm_free is not None else facts.ram_available
     return Budget(int(facts.ram_available * fraction), int(shm * fraction))
 
 

@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence, Tuple
 import torch
 
 from labkit.core.environment import usable_cpus
-from labkit.core.machine import MemoryFacts, memory_facts
+from labkit.core.machine import MemoryFacts, memory_facts, os_name
 from labkit.workers.thread_budget import main_thread_budget, threads_per_worker
 
 GIB = 2**30
@@ -82,8 +82,10 @@ def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
     need = plan.shm_bytes
     what = (f"{plan.ranks_per_node} rank(s) × (num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} + 2) × "
             f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_size(need)} in /dev/shm at once")
-    if facts.shm_total == 0:
-        return Finding("ok", "shared memory", f"{what}; this OS has no /dev/shm to run out of")
+    if facts.shm_total is None or facts.shm_free is None:
+        return Finding("ok", "shared memory", f"{what}; /dev/shm not available on {os_name()}: none to run out of")
+    if facts.shm_total == 0:  # a tmpfs mounted without a size limit reports no blocks
+        return Finding("ok", "shared memory", f"{what}; /dev/shm reports no size limit to run out of")
     fix = ("give the container more (docker run --shm-size=8g), or lower prefetch_factor, num_workers or the batch "
            "size (and keep batches uint8). set_sharing_strategy('file_system') does not help: both strategies put "
            "every batch in /dev/shm; it is the fix for 'Too many open files'")

@@ -17,7 +17,7 @@ import gc
 import json
 import time
 import traceback
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from labkit.diagnose.small_shm import PrivateShmUnavailable, private_shm
 
@@ -40,11 +40,12 @@ class FilledImages:
         return torch.full(IMAGE, index % 256, dtype=torch.uint8)
 
 
-def _shm_used() -> int:
+def _shm_used() -> Optional[int]:
+    """Bytes in use in /dev/shm; ``None`` where there is none (`private_shm` mounts one first, so not here)."""
     from labkit.core.machine import memory_facts
 
     facts = memory_facts()
-    return facts.shm_total - facts.shm_free
+    return None if facts.shm_total is None or facts.shm_free is None else facts.shm_total - facts.shm_free
 
 
 def _outcome(error: BaseException) -> str:
@@ -72,7 +73,9 @@ def run_plan(shm_bytes: int, workers: int, prefetch: int, batch: int, batches: i
     try:
         for images in loader:
             time.sleep(0.05)  # a training step, slow enough for the workers to fill every prefetch slot
-            result["peak_used_mib"] = max(result["peak_used_mib"], _shm_used() / MIB)
+            used = _shm_used()
+            if used is not None:
+                result["peak_used_mib"] = max(result["peak_used_mib"], used / MIB)
             result["batches"] += 1
             del images
     except Exception as e:  # what torch raised is the result
@@ -80,7 +83,8 @@ def run_plan(shm_bytes: int, workers: int, prefetch: int, batch: int, batches: i
         traceback.clear_frames(e.__traceback__)  # frees the failed iterator, which stops its workers now
     del loader
     gc.collect()
-    result["left_used_mib"] = _shm_used() / MIB
+    left = _shm_used()
+    result["left_used_mib"] = None if left is None else left / MIB
     return result
 
 

@@ -4,7 +4,7 @@ A leak of one percent per epoch hides in any single epoch and ends a week-long r
 iterates a `make_loader` loader with persistent workers for many epochs and reads every figure the
 OS gives (`labkit.measure.process_memory.read_memory`) for the main process and each worker: once every worker has
 delivered its first batch (its decoder and buffers are in place by then), and at the end of each
-epoch (after ``gc.collect()``); and the main process's open file descriptors. After the loader is
+epoch (after ``gc.collect()``); and the main process's open file descriptors (where the OS lists them). After the loader is
 shut down it compares open descriptors and ``/dev/shm`` with what was there before.
 
 The verdict reads the memory a leak grows: *unique anonymous* memory (heap and copied-on-write
@@ -31,10 +31,10 @@ from typing import Any, Callable, Dict, List, Optional, Set
 from torch.utils.data import Dataset
 
 from labkit.core.errors import LabkitValueError
-from labkit.core.machine import running
+from labkit.core.machine import os_name, running
 from labkit.core.shared_log import SharedLog
 from labkit.diagnose.worker_memory import RecordWorkerPid
-from labkit.measure.process_memory import MEASURES, os_name, read_memory
+from labkit.measure.process_memory import MEASURES, read_memory
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.worker_init import WorkerInitChain
 
@@ -48,12 +48,15 @@ FILE_PAGES = ("pages of mapped files (a pack read through mmap, libraries), shar
               "reclaimable: they grow towards the files' size as epochs read more of them, and are not a leak")
 
 
-def open_fds() -> int:
-    """File descriptors this process has open (0 where the OS does not list them)."""
-    for listing in ("/proc/self/fd", "/dev/fd"):
+FD_LISTINGS = ("/proc/self/fd", "/dev/fd")  # Linux; macOS and the BSDs
+
+
+def open_fds() -> Optional[int]:
+    """File descriptors this process has open; ``None`` where the OS does not list them (Windows)."""
+    for listing in FD_LISTINGS:
         if os.path.isdir(listing):
             return len(os.listdir(listing)) - 1  # less the one listdir itself opened
-    return 0
+    return None
 
 
 def shm_segments() -> Set[str]:
@@ -85,7 +88,7 @@ class EpochRecord:
 
     epoch: int
     seconds: float
-    open_fds: int
+    open_fds: Optional[int]  # None where the OS does not list them
     rss: Dict[str, Optional[int]] = field(default_factory=dict)
     uss: Dict[str, Optional[int]] = field(default_factory=dict)
     pss: Dict[str, Optional[int]] = field(default_factory=dict)
@@ -108,6 +111,10 @@ def _mib(n: Optional[int]) -> str:
     return "n/a" if n is None else f"{n / 2**20:.1f}"
 
 
+def _count(n: Optional[int]) -> str:
+    return "n/a" if n is None else str(n)
+
+
 @dataclass
 class SoakReport:
     """Every epoch's record, the reading after the workers' first batches, and what was left once the
@@ -116,8 +123,8 @@ class SoakReport:
     first_batch: EpochRecord
     epochs: List[EpochRecord]
     pids: Dict[str, int]
-    fds_before: int
-    fds_after: int
+    fds_before: Optional[int]  # None where the OS does not list open descriptors
+    fds_after: Optional[int]
     shm_left: List[str]
     workers_left: List[str]
     growth_limit: float = GROWTH_LIMIT
@@ -171,10 +178,10 @@ class SoakReport:
                        f"to the end of epoch {n} ({_mib(first)} -> {_mib(last)} MiB), over the "
                        f"{self.growth_limit:.0%} limit and {self.growth_floor / 2**20:.0f} MiB: {where}")
         first, last = self.epochs[0], self.epochs[-1]
-        if last.open_fds > first.open_fds:
+        if first.open_fds is not None and last.open_fds is not None and last.open_fds > first.open_fds:
             out.append(f"open file descriptors of the main process grew from {first.open_fds} at the end of epoch 1 "
                        f"to {last.open_fds} at the end of epoch {n}: something opens a file per batch and keeps it")
-        if self.fds_after > self.fds_before:
+        if self.fds_before is not None and self.fds_after is not None and self.fds_after > self.fds_before:
             out.append(f"the main process has {self.fds_after - self.fds_before} more open file descriptors after "
                        f"the loader shut down than before it started ({self.fds_before} -> {self.fds_after}); "
                        "list them with ls -l /proc/<pid>/fd")
@@ -212,7 +219,8 @@ class SoakReport:
     def unavailable(self) -> List[str]:
         """The figures this OS does not give (empty on Linux)."""
         last = self.epochs[-1]
-        return [label for kind, label in MEASURES.items() if any(v is None for v in getattr(last, kind).values())]
+        missing = [label for kind, label in MEASURES.items() if any(v is None for v in getattr(last, kind).values())]
+        return missing + (["open file descriptors"] if last.open_fds is None else [])
 
     def summary(self) -> str:
         """A table of each process's memory after the first batches, at the end of epoch 1 and of the
@@ -235,8 +243,9 @@ class SoakReport:
         if missing:
             lines.append(f"n/a: {', '.join(missing)} not available on {os_name()}")
         first, last = self.epochs[0], self.epochs[-1]
-        lines.append(f"open fds of main: {self.fds_before} before, {first.open_fds} after epoch 1, {last.open_fds} "
-                     f"after epoch {n}, {self.fds_after} after shutdown; {len(self.shm_left)} /dev/shm segments left")
+        fds = (self.fds_before, first.open_fds, last.open_fds, self.fds_after)
+        lines.append(f"open fds of main: {_count(fds[0])} before, {_count(fds[1])} after epoch 1, {_count(fds[2])} "
+                     f"after epoch {n}, {_count(fds[3])} after shutdown; {len(self.shm_left)} /dev/shm segments left")
         found = self.problems()
         lines += [f"PROBLEM: {p}" for p in found] if found else [
             f"ok: no process's {MEASURES[verdict]} memory grew more than {self.growth_limit:.0%} and "

@@ -59,17 +59,24 @@ class WorkerMemoryTrace:
     start_method: str = ""
 
     def mib(self, kind: str = "private") -> Dict[str, np.ndarray]:
-        """Each worker's ``private``, ``anonymous`` or ``rss`` readings in MiB (NaN where the OS gave none)."""
+        """Each worker's ``private``, ``anonymous`` or ``rss`` readings in MiB, as arrays to plot (NaN, a gap in
+        the line, where the OS gave none)."""
         return {w: np.array([np.nan if v is None else v / MIB for v in values])
                 for w, values in getattr(self, kind).items()}
 
-    def growth_mib(self, kind: str = "private") -> Dict[str, float]:
-        """MiB each worker's ``private``, ``anonymous`` or ``rss`` memory grew from the first reading to the last."""
-        return {w: float(values[-1] - values[0]) for w, values in self.mib(kind).items()}
+    def growth_mib(self, kind: str = "private") -> Dict[str, Optional[float]]:
+        """MiB each worker's ``private``, ``anonymous`` or ``rss`` memory grew from the first reading to the last;
+        ``None`` for a worker whose first or last reading the OS did not give."""
+        out: Dict[str, Optional[float]] = {}
+        for w, values in getattr(self, kind).items():
+            first, last = (values[0], values[-1]) if values else (None, None)
+            out[w] = None if first is None or last is None else (last - first) / MIB
+        return out
 
-    def mean_growth_mib(self, kind: str = "private") -> float:
-        growth = self.growth_mib(kind)
-        return sum(growth.values()) / len(growth) if growth else 0.0
+    def mean_growth_mib(self, kind: str = "private") -> Optional[float]:
+        """The mean of `growth_mib` over the workers whose growth is known; ``None`` if no worker's is."""
+        known = [g for g in self.growth_mib(kind).values() if g is not None]
+        return sum(known) / len(known) if known else None
 
     def plot(self, ax: Any = None, label: str = "", kind: str = "private", color: Any = None) -> Any:
         """One line per worker: MiB of ``kind`` memory against epochs."""

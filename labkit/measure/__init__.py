@@ -20,7 +20,6 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "profile_loader": "step_profile",
     "CoreUsage": "cpu_usage",
     "CoreSampler": "cpu_usage",
-    "os_name": "process_memory",
     "rss_bytes": "process_memory",
     "pss_bytes": "process_memory",
     "read_memory": "process_memory",

@@ -6,7 +6,8 @@ device side, or the copy to it, needs the work). `CoreSampler` records the same 
 I/O-wait shares of each core this process may use, every ``interval`` seconds, from a background
 thread — and `CoreUsage.reading` says which of the two it is. The counters are the whole machine's:
 other programs' work shows too, so the reading also says how much of it was this process and its
-workers (the rest was someone else's).
+workers (the rest was someone else's). Where the OS does not report I/O wait (macOS, Windows) it is
+``None`` and the reading says so, rather than zeros that would read as "no core waited".
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 import psutil
 
 from labkit.core.environment import usable_cpu_ids
+from labkit.core.machine import os_name
 from labkit.core.errors import LabkitValueError
 from labkit.measure.process_memory import cpu_seconds, descendants
 
@@ -35,7 +37,7 @@ class CoreUsage:
 
     times: np.ndarray  # seconds from the start of sampling to the end of each sample
     busy: np.ndarray  # samples × cores: 100 − idle − iowait
-    iowait: np.ndarray  # samples × cores (zeros where the OS does not report it)
+    iowait: Optional[np.ndarray]  # samples × cores; None where the OS does not report it (macOS, Windows)
     cores: List[int]
     own_share: float  # CPU time of this process and its workers / (wall time × cores)
 
@@ -44,7 +46,10 @@ class CoreUsage:
         return self.busy.mean(axis=0) if len(self.busy) else np.zeros(len(self.cores))
 
     @property
-    def mean_iowait(self) -> np.ndarray:
+    def mean_iowait(self) -> Optional[np.ndarray]:
+        """Each core's average I/O-wait share; ``None`` where the OS does not report I/O wait."""
+        if self.iowait is None:
+            return None
         return self.iowait.mean(axis=0) if len(self.iowait) else np.zeros(len(self.cores))
 
     def idle_cores(self, threshold: float = IDLE) -> List[int]:
@@ -63,7 +68,12 @@ class CoreUsage:
                  + f" ({len(self.times)} samples); this process and its workers used {self.own_share:.0%} of them"
                  + (f", other programs about {others:.0%}" if others >= 0.05 else "")]
         idle_cores = self.idle_cores(idle)
-        waiting = [c for c, w in zip(self.cores, self.mean_iowait) if w >= IO_WAIT]
+        mean_iowait = self.mean_iowait
+        if mean_iowait is None:
+            lines.append(f"I/O wait is not available on {os_name()}: whether cores wait on the storage is not known")
+            waiting = []
+        else:
+            waiting = [c for c, w in zip(self.cores, mean_iowait) if w >= IO_WAIT]
         if waiting:
             lines.append(f"cores {waiting} spent over {IO_WAIT:.0f} % of the run waiting on I/O: the storage is slow "
                          "for this access pattern (pack the files, keep them on local disk, leave room in the page "
@@ -94,7 +104,7 @@ class CoreUsage:
         ax = ax or plt.subplots(figsize=(7, 2.8), dpi=90)[1]
         for k, core in enumerate(self.cores):
             line, = ax.plot(self.times, self.busy[:, k], label=f"core {core} busy", drawstyle="steps-post")
-            if self.iowait[:, k].any():
+            if self.iowait is not None and self.iowait[:, k].any():
                 ax.fill_between(self.times, 0, self.iowait[:, k], step="post", alpha=0.3, color=line.get_color(),
                                 label=f"core {core} I/O wait")
         ax.set_ylim(0, 105)
@@ -127,9 +137,11 @@ class CoreSampler:
 
     def _tree_cpu(self) -> None:
         """CPU seconds of this process and each live descendant, kept per process: a worker that ends
-        before the block does still counts with what it used."""
+        before the block does still counts with what it used (its last reading)."""
         for pid in [os.getpid(), *descendants()]:
-            self._cpu_last[pid] = max(self._cpu_last.get(pid, 0.0), cpu_seconds(pid))
+            seconds = cpu_seconds(pid)
+            if seconds is not None:
+                self._cpu_last[pid] = max(self._cpu_last.get(pid, 0.0), seconds)
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -160,6 +172,7 @@ class CoreSampler:
         cores = self.cores if all(c < width for c in self.cores) else list(range(width))  # ids past the list: hotplug
         busy = np.array([[100.0 - s[c].idle - getattr(s[c], "iowait", 0.0) for c in cores]
                          for s in self._samples]).reshape(-1, len(cores))
-        iowait = np.array([[getattr(s[c], "iowait", 0.0) for c in cores]
-                           for s in self._samples]).reshape(-1, len(cores))
+        reported = all(hasattr(s[c], "iowait") for s in self._samples for c in cores)  # not on macOS, Windows
+        iowait = (np.array([[s[c].iowait for c in cores] for s in self._samples]).reshape(-1, len(cores))
+                  if reported else None)
         self.usage = CoreUsage(np.array(self._times), np.clip(busy, 0, 100), iowait, cores, min(1.0, own))

@@ -3,6 +3,9 @@
 ``posix_fadvise(POSIX_FADV_DONTNEED)`` drops a file's clean pages from the page cache and
 needs no root, unlike writing to ``/proc/sys/vm/drop_caches``. It is advice: some file
 systems (tmpfs, some overlays) keep the pages anyway, so callers report it as an attempt.
+
+What is cached now (`resident_fraction`, `resident_share`) is ``None`` where the OS cannot say (no
+``mincore``), never a number that reads as "nothing cached".
 """
 
 from __future__ import annotations
@@ -45,8 +48,8 @@ def _libc() -> Optional[Any]:
     return ctypes.CDLL(name, use_errno=True) if name and hasattr(mmap, "MAP_PRIVATE") else None
 
 
-def resident_fraction(path: str) -> float:
-    """Share of the file's pages now in the page cache (Linux ``mincore``); -1.0 where unknown."""
+def resident_fraction(path: str) -> Optional[float]:
+    """Share of the file's pages now in the page cache (Linux ``mincore``); ``None`` where the OS cannot say."""
     import ctypes
     import mmap
 
@@ -55,7 +58,7 @@ def resident_fraction(path: str) -> float:
         return 1.0
     libc = _libc()
     if libc is None:
-        return -1.0
+        return None
     page = mmap.PAGESIZE
     pages = (size + page - 1) // page
     with open(path, "rb") as f:
@@ -65,7 +68,7 @@ def resident_fraction(path: str) -> float:
             vector = (ctypes.c_ubyte * pages)()
             failed = libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(size), vector)
             del address
-            return -1.0 if failed else sum(v & 1 for v in vector) / pages
+            return None if failed else sum(v & 1 for v in vector) / pages
         finally:
             mapping.close()
 
@@ -117,14 +120,15 @@ def empty_page_cache(paths: Iterable[str], system: bool = True) -> str:
     return f"{refused}posix_fadvise(DONTNEED) on {advised} of {len(paths)} files (advice; needs no root)"
 
 
-def resident_share(paths: Iterable[str]) -> float:
-    """Share of the bytes of ``paths`` now in the page cache, weighted by file size; -1.0 where unknown."""
+def resident_share(paths: Iterable[str]) -> Optional[float]:
+    """Share of the bytes of ``paths`` now in the page cache, weighted by file size; ``None`` where the OS
+    cannot say for one of them."""
     resident = total = 0.0
     for path in paths:
         size = os.path.getsize(path)
         fraction = resident_fraction(path)
-        if fraction < 0:
-            return -1.0
+        if fraction is None:
+            return None
         resident += fraction * size
         total += size
     return resident / total if total else 1.0

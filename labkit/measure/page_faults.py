@@ -5,7 +5,7 @@ allocated page, or mapping one that another process already holds (a shared-memo
 arriving from a worker). A loader that puts every batch in a fresh /dev/shm segment pays
 for each of its pages this way, in the worker that writes it and again in the process that
 reads it; memory allocated once and reused pays once. Counting faults shows that cost
-without a profiler. Zero where ``/proc`` is not there (macOS, Windows).
+without a profiler. ``None`` where ``/proc`` is not there (macOS, Windows): not known, not zero.
 """
 
 from __future__ import annotations
@@ -24,20 +24,24 @@ def can_count_faults() -> bool:
     return os.path.exists("/proc/self/stat")
 
 
-def minor_faults(pid: Pid = "self") -> int:
-    """Minor page faults ``pid`` has taken since it started; 0 if it is gone or unknown."""
+def minor_faults(pid: Pid = "self") -> Optional[int]:
+    """Minor page faults ``pid`` has taken since it started; ``None`` if it is gone or the OS does not count them."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
             text = f.read()
         return int(text[text.rfind(")") + 2 :].split()[_MINFLT])
     except (OSError, IndexError, ValueError):
-        return 0
+        return None
 
 
-def tree_minor_faults(pid: Optional[int] = None) -> int:
-    """Minor faults of ``pid`` (this process by default) plus those of every live process below it.
+def tree_minor_faults(pid: Optional[int] = None) -> Optional[int]:
+    """Minor faults of ``pid`` (this process by default) plus those of every live process below it;
+    ``None`` where the OS does not count them (`can_count_faults`) or ``pid`` is gone.
 
     Take it before and after a stretch of work with persistent workers; a worker that exits in
-    between takes its count with it."""
+    between takes its count with it (one that ends while being read adds nothing)."""
     root = os.getpid() if pid is None else pid
-    return minor_faults(root) + sum(minor_faults(child) for child in descendants(root))
+    own = minor_faults(root)
+    if own is None:
+        return None
+    return own + sum(faults for faults in map(minor_faults, descendants(root)) if faults is not None)

@@ -16,13 +16,13 @@ Two questions need two measures:
   at will. Only Linux separates them (``/proc``); elsewhere USS, which also counts pages of mapped
   files only this process has read, is the nearest figure.
 
-A figure the OS does not give is ``None`` (and printed as "not available on <OS>"), never 0.
+A figure the OS does not give is ``None`` (and printed as "not available on <OS>", `labkit.core.machine.os_name`),
+never 0.
 """
 
 from __future__ import annotations
 
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass
@@ -31,13 +31,10 @@ from typing import Any, Callable, Dict, List, Optional
 
 import psutil
 
+from labkit.core.machine import os_name
+
 Pid = Optional[int]  # None: this process
 LINUX = sys.platform.startswith("linux")
-
-
-def os_name() -> str:
-    """This OS as a learner knows it ("Linux", "macOS", "Windows")."""
-    return {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
 
 
 def _process(pid: Pid) -> psutil.Process:
@@ -150,18 +147,19 @@ def descendants(pid: Pid = None) -> List[int]:
         return []
 
 
-def cpu_seconds(pid: Pid = None) -> float:
-    """User + system CPU time a process has used so far (0.0 once it has ended)."""
+def cpu_seconds(pid: Pid = None) -> Optional[float]:
+    """User + system CPU time a process has used so far; ``None`` once it has ended (or this user may not read it)."""
     try:
         times = _process(pid).cpu_times()
     except _GONE:
-        return 0.0
+        return None
     return times.user + times.system
 
 
 def tree_cpu_seconds() -> float:
-    """CPU time of this process and every live descendant (workers included)."""
-    return cpu_seconds() + sum(cpu_seconds(p) for p in descendants())
+    """CPU time of this process and every live descendant (workers included); a worker that ends while
+    being read adds nothing."""
+    return sum(s for s in map(cpu_seconds, [None, *descendants()]) if s is not None)
 
 
 def tree_rss_bytes() -> int:

@@ -1,4 +1,5 @@
-"""The order samples are read in: the resumable samplers, order scores and the block-size sweep.
+"""The order samples are read in: the resumable samplers (resumable), and the scores of an order with the
+block-size sweep (order_scores).
 
 Import rule: labkit.samplers may import labkit.core, labkit.decode, labkit.storage, labkit.datasets, nothing
 else.
@@ -18,13 +19,13 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassBalancedSampler": "resumable",
     "GroupedBatchSampler": "resumable",
     "RandomOffsetSequentialSampler": "resumable",
-    "shuffle_buffer_order": "resumable",
-    "page_buffer_order": "resumable",
-    "batch_class_entropy": "resumable",
-    "mean_displacement": "resumable",
-    "pages_per_batch": "resumable",
-    "OrderScores": "resumable",
-    "score_order": "resumable",
+    "shuffle_buffer_order": "order_scores",
+    "page_buffer_order": "order_scores",
+    "batch_class_entropy": "order_scores",
+    "mean_displacement": "order_scores",
+    "pages_per_batch": "order_scores",
+    "OrderScores": "order_scores",
+    "score_order": "order_scores",
     "Tradeoff": "order_scores",
     "block_sizes": "order_scores",
     "sweep_block_sizes": "order_scores",

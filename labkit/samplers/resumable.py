@@ -1,4 +1,4 @@
-"""Samplers: the order in which samples are read (seed sections 2.2, 4.1 and 4.4).
+"""The resumable samplers: the order in which samples are read (seed sections 2.2, 4.1 and 4.4).
 
 Every sampler here derives an epoch's whole order from ``(seed, epoch)`` alone, so:
 
@@ -12,12 +12,14 @@ Every sampler here derives an epoch's whole order from ``(seed, epoch)`` alone, 
 With a plain ``DataLoader`` and workers, the loader pulls indices ahead of your loop
 (``prefetch_factor × num_workers`` batches), so pass what the loop really consumed:
 ``sampler.state_dict(consumed=steps_done * batch_size)``.
+
+How random and how local an order is (class mix, displacement, pages per batch) is scored in
+`labkit.samplers.order_scores`, which imports the samplers from here, never the other way.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -108,7 +110,7 @@ class BlockShuffleSampler(ResumableSampler):
     With ``block_size × window`` samples in flight, a batch read from a pack touches one
     region of the file instead of the whole file, while the order still changes every
     epoch. ``window=ceil(n / block_size)`` is a full shuffle; ``window=1`` shuffles only
-    within blocks. The functions below this class measure what the trade costs.
+    within blocks. `labkit.samplers.order_scores` measures what the trade costs.
     """
 
     def __init__(self, n: int, block_size: int = 1024, window: int = 4, seed: int = 0) -> None:
@@ -232,83 +234,3 @@ class RandomOffsetSequentialSampler(ResumableSampler):
     def order(self, epoch: int) -> List[int]:
         start = int(_rng(self.seed, epoch).integers(self.n)) if self.n else 0
         return np.roll(np.arange(self.n), -start).tolist()
-
-
-# -- measuring an order: how random is it, how local are its reads --------------------------------------
-
-def shuffle_buffer_order(sequence: Sequence[int], buffer_size: int, rng: np.random.Generator) -> np.ndarray:
-    """The order a streaming shuffle buffer (tf.data, WebDataset, FFCV's page buffer) produces."""
-    out: List[int] = []
-    buffer: List[int] = []
-    for item in sequence:
-        if len(buffer) < buffer_size:
-            buffer.append(int(item))
-            continue
-        k = int(rng.integers(buffer_size))
-        out.append(buffer[k])
-        buffer[k] = int(item)
-    rng.shuffle(buffer)
-    return np.asarray(out + buffer, dtype=np.int64)
-
-
-def page_buffer_order(n: int, page_size: int, buffer_pages: int, seed: int = 0) -> np.ndarray:
-    """FFCV QUASI_RANDOM-style order: pages in random order through a buffer of ``buffer_pages`` pages."""
-    rng = np.random.default_rng(seed)
-    pages = [np.arange(s, min(s + page_size, n)) for s in range(0, n, page_size)]
-    sequence = np.concatenate([pages[p] for p in rng.permutation(len(pages))]) if pages else np.arange(0)
-    return shuffle_buffer_order(sequence, max(1, buffer_pages * page_size), rng)
-
-
-def batch_class_entropy(order: Sequence[int], labels: Sequence[int], batch_size: int) -> float:
-    """Mean entropy of the class mix of each batch, as a fraction of the most it could be (1.0)."""
-    order, labels = np.asarray(order), np.asarray(labels)
-    n_classes = int(labels.max()) + 1
-    best = math.log2(min(n_classes, batch_size))
-    if best == 0:
-        return 1.0
-    values = []
-    for s in range(0, len(order) - batch_size + 1, batch_size):
-        p = np.bincount(labels[order[s : s + batch_size]], minlength=n_classes) / batch_size
-        p = p[p > 0]
-        values.append(float(-(p * np.log2(p)).sum()) / best)
-    return float(np.mean(values)) if values else 0.0
-
-
-def mean_displacement(order: Sequence[int]) -> float:
-    """Mean distance of each index from where sequential order would put it, over n (random ≈ 1/3)."""
-    order = np.asarray(order)
-    return float(np.abs(order - np.arange(len(order))).mean() / max(1, len(order)))
-
-
-def pages_per_batch(order: Sequence[int], offsets: Sequence[int], lengths: Sequence[int], batch_size: int,
-                    page_size: int = 1 << 20) -> float:
-    """Mean number of distinct ``page_size`` regions of the file each batch's reads touch.
-
-    Sequential reads touch about ``batch bytes / page_size`` pages; a full shuffle touches
-    one page per sample; a block shuffle with window w touches about w. Each page is a
-    seek plus a read-ahead on disk, or a TLB and cache miss in the page cache.
-    """
-    order, offsets, lengths = np.asarray(order), np.asarray(offsets), np.asarray(lengths)
-    counts = []
-    for s in range(0, len(order), batch_size):
-        batch = order[s : s + batch_size]
-        first, last = offsets[batch] // page_size, (offsets[batch] + np.maximum(lengths[batch], 1) - 1) // page_size
-        pages = np.unique(np.concatenate([np.arange(a, b + 1) for a, b in zip(first, last)]))
-        counts.append(len(pages))
-    return float(np.mean(counts)) if counts else 0.0
-
-
-@dataclass(frozen=True)
-class OrderScores:
-    """How random an order is (class mix per batch, displacement) and how local its reads are (pages)."""
-
-    class_entropy: float
-    displacement: float
-    pages_per_batch: float
-
-
-def score_order(order: Sequence[int], labels: Sequence[int], offsets: Sequence[int], lengths: Sequence[int],
-                batch_size: int, page_size: int = 1 << 20) -> OrderScores:
-    """The three scores above for one order, so an order's randomness and locality are read side by side."""
-    return OrderScores(batch_class_entropy(order, labels, batch_size), mean_displacement(order),
-                       pages_per_batch(order, offsets, lengths, batch_size, page_size))

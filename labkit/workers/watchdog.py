@@ -171,13 +171,6 @@ def _failed(log: SharedLog) -> List[Dict[str, Any]]:
     return [r for r in log.records() if r["event"] == "error"]
 
 
-def _shm_state() -> str:
-    facts = memory_facts()
-    if not facts.shm_total:
-        return "none on this OS"
-    return f"{facts.shm_free / 2**20:.1f} MiB free of {facts.shm_total / 2**20:.1f} MiB"
-
-
 def _exit_text(exitcode: int) -> str:
     if exitcode < 0:
         try:
@@ -427,7 +420,7 @@ class WatchedLoader:
             if worker_id in asked and (busy or "starting" in state):
                 lines.extend("      " + frame for frame in self._stack(worker_id))
         if not busy and not _dead_workers(iterator) and fix == _HANG_FIX:
-            lines.append(_LOST_BATCH.format(shm=_shm_state()))
+            lines.append(_LOST_BATCH.format(shm=memory_facts().describe_shm()))
         if self.last_startup_s is not None:
             lines.append(f"The workers took {self.last_startup_s:.1f} s to start; the timeout counts from then.")
         lines.append(fix)
