@@ -74,7 +74,7 @@ def test_where_the_os_has_no_dev_shm_its_size_is_not_known_not_zero(monkeypatch)
     facts = memory_facts()
     assert facts.shm_total is None and facts.shm_free is None and facts.ram_total > 0
     assert facts.describe_shm().startswith("not available on ")
-    finding = check_shared_memory(LoaderPlan(workers=8, prefetch=4, batch=256), facts)
+    finding = check_shared_memory(LoaderPlan(num_workers=8, prefetch_factor=4, batch_size=256), facts)
     assert finding.level == "ok" and "not available on" in finding.message  # nothing to overflow, no crash
     monkeypatch.setattr("labkit.diagnose.autotuner.memory_facts", lambda: facts)
     assert default_budget(0.5).shm_bytes == int(facts.ram_available * 0.5)  # batches then live in RAM
