@@ -29,6 +29,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "batch_buffer": "host_buffers",
     "os_name": "machine",
     "running": "machine",
+    "process_maps": "machine",
     "MemoryFacts": "machine",
     "memory_facts": "machine",
     "SharedLog": "shared_log",

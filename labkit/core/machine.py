@@ -13,7 +13,7 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, List, Optional, Tuple
 
 import psutil
 
@@ -63,3 +63,19 @@ def memory_facts() -> MemoryFacts:
         st = os.statvfs(SHM_DIR)
         shm_total, shm_free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
     return MemoryFacts(ram.total, ram.available, shm_total, shm_free)
+
+
+def process_maps() -> Iterator[Tuple[int, List[str]]]:
+    """(pid, lines of /proc/<pid>/maps) for every process this user may read (Linux; nothing elsewhere):
+    what each process has mapped, files and /dev/shm segments alike. A process that ends meanwhile is skipped."""
+    if not os.path.isdir("/proc"):
+        return
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/maps", encoding="utf-8", errors="replace") as f:
+                lines = f.readlines()
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+        yield int(name), lines

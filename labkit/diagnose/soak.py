@@ -31,7 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Set
 from torch.utils.data import Dataset
 
 from labkit.core.errors import LabkitValueError
-from labkit.core.machine import os_name, running
+from labkit.core.machine import os_name, process_maps, running
 from labkit.core.shared_log import SharedLog
 from labkit.diagnose.worker_memory import RecordWorkerPid
 from labkit.measure.process_memory import MEASURES, read_memory
@@ -68,10 +68,9 @@ def _held_shm() -> Set[str]:
     """Names in /dev/shm that some live process has mapped or open (those it may read)."""
     held: Set[str] = set()
     prefix = SHM_DIR + "/"
-    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
+    for pid, lines in process_maps():
+        held.update(line.split(prefix, 1)[1].split()[0] for line in lines if prefix in line)
         try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
-                held.update(line.split(prefix, 1)[1].split()[0] for line in f if prefix in line)
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith(prefix):

@@ -13,6 +13,7 @@ import torch
 
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
+from labkit.workers.profiled_loader import batch_length
 
 
 def machine_info() -> Dict[str, Any]:
@@ -48,11 +49,6 @@ def spread_indices(count: int, samples: int) -> List[int]:
         raise LabkitValueError(f"need count >= 1 and samples >= 1, got count={count}, samples={samples}")
     n = min(count, samples)
     return [i * count // n for i in range(n)]
-
-
-def _batch_size(batch: Any) -> int:
-    first = batch[0] if isinstance(batch, (list, tuple)) else batch
-    return len(first)
 
 
 @dataclass
@@ -143,7 +139,7 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
                     on_batch(batch)
                 now = time.perf_counter()
                 run_steps.append(now - last)
-                images += _batch_size(batch)
+                images += batch_length(batch)
                 batches += 1
                 last = now
                 if limit is not None and batches >= limit:

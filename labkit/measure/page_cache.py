@@ -14,6 +14,8 @@ import functools
 import os
 from typing import Any, Iterable, List, Optional
 
+from labkit.core.machine import process_maps
+
 
 def can_evict() -> bool:
     return hasattr(os, "posix_fadvise") and hasattr(os, "POSIX_FADV_DONTNEED")
@@ -82,16 +84,12 @@ def mapping_processes(path: str) -> List[int]:
     target = os.stat(path)
     device = f"{os.major(target.st_dev):02x}:{os.minor(target.st_dev):02x}"
     pids = []
-    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()) if os.path.isdir("/proc") else ():
-        try:
-            with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
-                for line in f:
-                    fields = line.split(None, 5)  # address perms offset dev inode path
-                    if len(fields) >= 5 and fields[4] == str(target.st_ino) and fields[3] == device:
-                        pids.append(pid)
-                        break
-        except OSError:
-            continue
+    for pid, lines in process_maps():
+        for line in lines:
+            fields = line.split(None, 5)  # address perms offset dev inode path
+            if len(fields) >= 5 and fields[4] == str(target.st_ino) and fields[3] == device:
+                pids.append(pid)
+                break
     return pids
 
 

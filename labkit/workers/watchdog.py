@@ -63,8 +63,9 @@ _STARTUP_FIX = ("Fix: a worker that never finishes starting is stuck unpickling 
                 "(the stacks above show which, where a worker got far enough to answer); under spawn or "
                 "forkserver each worker also imports torch and your dataset's module afresh")
 
-# Errors that mean "the other end of a pipe or socket went away" while a batch is received.
-_CONNECTION_ERRORS = (ConnectionError, EOFError, OSError)
+# Errors that mean "the other end of a pipe or socket went away" while a batch is received: a
+# ConnectionError (reset, refused, broken pipe) is an OSError, as is what the fd sharer raises.
+_CONNECTION_ERRORS = (EOFError, OSError)
 
 
 class LoaderHangError(LabkitError, RuntimeError):

@@ -1,0 +1,22 @@
+import mmap
+import os
+import sys
+
+import pytest
+
+from labkit.core.machine import memory_facts, os_name, process_maps
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/<pid>/maps is Linux's")
+def test_process_maps_lists_this_process_and_what_it_maps(tmp_path):
+    path = tmp_path / "mapped.bin"
+    path.write_bytes(b"x" * 4096)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ):
+        mine = dict(process_maps()).get(os.getpid())
+        assert mine is not None and any(str(path) in line for line in mine)
+
+
+def test_memory_facts_know_the_ram_and_name_the_os():
+    facts = memory_facts()
+    assert 0 < facts.ram_available <= facts.ram_total
+    assert os_name() == {"linux": "Linux", "darwin": "macOS", "win32": "Windows"}.get(sys.platform, os_name())
