@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import json
+import multiprocessing
 import sys
 import time
 import traceback
@@ -79,6 +80,11 @@ def run(scenario: dict) -> dict:
         traceback.clear_frames(e.__traceback__)
     del loader
     gc.collect()
+    # A worker stopped a moment ago may still be exiting, its last pages not yet freed: what is left is
+    # what is still there once every child has ended (waited for, up to 5 s).
+    deadline = time.monotonic() + 5.0
+    while (multiprocessing.active_children() or _shm_used()) and time.monotonic() < deadline:
+        time.sleep(0.05)
     result["left_used"] = _shm_used()
     return result
 
