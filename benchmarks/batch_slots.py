@@ -44,7 +44,7 @@ def main() -> None:
     ratios = [s / f for s, f in zip(slots, fresh)]
     info = machine_info()
     print(f"Machine: {describe_machine(info)}; v5 with {decoder}, batch {settings.batch_size}, "
-          f"{settings.resolved_workers()} workers, data only")
+          f"{settings.resolved_num_workers()} workers, data only")
     for name, values in rates.items():
         print(f"  {name:<34} median {median(values):7.1f} images/s")
     print(f"  slots / fresh: median of pairs {median(ratios):.2f}x (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")

@@ -132,7 +132,7 @@ def main() -> None:
     batches = 3 if quick else 15
     shards = write_tar_shards(ws.folder, f"{ws.folder}-wds", shards_wanted=4 * workers)
     write_mds(ws.folder, f"{ws.folder}-mds")
-    settings = Settings(batch_size=batch, workers=workers)
+    settings = Settings(batch_size=batch, num_workers=workers)
     versions = {v.id: v for v in VERSIONS}
 
     def labkit(vid: str, decoder: str) -> Callable[[], Any]:

@@ -46,7 +46,7 @@ from labkit.course.workspace import OUTPUT_SIZE, Workspace, course_workspace, da
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
 from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.decode.decoders import check_decodable
-from labkit.diagnose.worker_memory import trace_worker_memory
+from labkit.diagnose.soak import trace_worker_memory
 from labkit.measure.loader_timing import describe_machine, machine_info
 from labkit.measure.page_cache import empty_page_cache, resident_share
 from labkit.measure.process_memory import rss_bytes
@@ -424,7 +424,7 @@ def cold_storage(quick: bool, system_drop: bool) -> Dict[str, Any]:
     data = {"v2": [os.fsencode(index.abspath(i)) for i in range(len(index))], "v3": [os.fsencode(ws.pack)],
             "v6": [os.fsencode(ws.decoded_pack)]}
     for cold in (False, True):
-        settings = Settings(batch_size=BATCH, workers=2, runs=3, steps=3 if quick else 20,
+        settings = Settings(batch_size=BATCH, num_workers=2, runs=3, steps=3 if quick else 20,
                             min_seconds=0.0 if quick else 3.0, cold=cold, device="cpu")
         for vid in ("v2", "v3", "v6"):
             gc.collect()

@@ -29,7 +29,7 @@ def ws(photos, tmp_path_factory):
 
 
 def _build(vid, ws, decoder=None, tuned=None, workers=2):
-    settings = Settings(batch_size=8, workers=workers, device="cpu")
+    settings = Settings(batch_size=8, num_workers=workers, device="cpu")
     return build_loader(V[vid], ws, settings, decoder or V[vid].decoder, tuned)
 
 
@@ -130,7 +130,7 @@ def test_peak_memory_is_checked_against_the_autotuners_budget():
 @pytest.mark.timeout(60)
 def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
     out, png = str(tmp_path / "a.json"), str(tmp_path / "a.png")
-    report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+    report = run_ablation(ws, Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
                           only=["v1", "v3", "v6"], json_path=out, plot_path=png, progress=False)
     saved = json.load(open(out))
     assert [v["id"] for v in saved["versions"]] == ["v1", "v3", "v6"] == [v["id"] for v in report["versions"]]
@@ -147,7 +147,7 @@ def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
 @pytest.mark.timeout(60)
 def test_the_report_names_the_data_relative_to_the_working_directory(ws, capsys, monkeypatch):
     monkeypatch.chdir(os.path.dirname(ws.folder))
-    report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+    report = run_ablation(ws, Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
                           only=["v6"], progress=True)
     captured = capsys.readouterr()
     assert report["settings"]["folder"] == os.path.basename(ws.folder)
@@ -161,7 +161,7 @@ def test_a_cold_run_says_how_the_cache_was_emptied_and_what_stayed_cached(ws, mo
 
     # per-file advice only: a test must not drop the whole machine's page cache, even as root
     monkeypatch.setattr(ablation, "empty_page_cache", lambda paths: empty_page_cache(paths, system=False))
-    settings = Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
+    settings = Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
     report = run_ablation(ws, settings, only=["v1", "v6"], progress=False)
     v1, v6 = report["versions"]
     assert v1["cache"]["files"] == ws.count and v6["cache"]["files"] == 1
@@ -176,7 +176,7 @@ def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
     from labkit.storage.packing import read_file
 
     read_file(os.fsencode(ws.decoded_pack))  # v6's data, all in the page cache
-    report = run_ablation(ws, Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+    report = run_ablation(ws, Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
                           only=["v6"], progress=False)
     v6 = report["versions"][0]
     assert v6["cache"]["files"] == 1 and v6["cache"]["resident_before"] > 0.9 and "emptied_by" not in v6["cache"]
@@ -217,7 +217,7 @@ def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     holder.start()
     try:
         assert ready.wait(30)
-        settings = Settings(batch_size=8, workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
+        settings = Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
         report = run_ablation(ws, settings, only=["v6"], progress=False)
     finally:
         stop.set()

@@ -17,8 +17,8 @@ class CostModel:
 
     def __call__(self, config: Config):
         self.calls.append(config)
-        rate = self.RATE[config.decoder] * min(config.workers, self.cores) * (1.03 if config.prefetch == 4 else 1.0)
-        return rate, 400 * MB * (config.workers + 1)
+        rate = self.RATE[config.decoder] * min(config.num_workers, self.cores) * (1.03 if config.prefetch_factor == 4 else 1.0)
+        return rate, 400 * MB * (config.num_workers + 1)
 
 
 def test_picks_the_fastest_within_budget_and_stops_adding_workers_when_it_stops_paying():
@@ -26,14 +26,14 @@ def test_picks_the_fastest_within_budget_and_stops_adding_workers_when_it_stops_
     result = search(model, ["pil", "torchvision"], max_workers=8, budget=Budget(64 * 2**30, 8 * 2**30),
                     batch_bytes=BATCH)
     assert result.best == Config("torchvision", 4, 4)
-    assert max(c.workers for c in model.calls if c.decoder == "pil") == 5  # the 5th worker gained nothing: stop
+    assert max(c.num_workers for c in model.calls if c.decoder == "pil") == 5  # the 5th worker gained nothing: stop
     assert "decision: decoder=torchvision, num_workers=4, prefetch_factor=4" in str(result)
 
 
 def test_ram_budget_caps_workers_whatever_the_speed():
     model = CostModel(cores=8)
     result = search(model, ["torchvision"], max_workers=8, budget=Budget(1800 * MB, 8 * 2**30), batch_bytes=BATCH)
-    assert result.best.workers == 3  # 3 workers + main = 1600 MB fits; 4 + main = 2000 MB does not
+    assert result.best.num_workers == 3  # 3 workers + main = 1600 MB fits; 4 + main = 2000 MB does not
     assert any("RAM budget" in t.verdict for t in result.trials)
 
 
@@ -43,7 +43,7 @@ def test_shm_budget_skips_configs_before_running_them():
     # the doctor's count, workers x prefetch + 2 batches of 12 MiB: 2 workers x 2 -> 72 MiB fits,
     # 3 x 2 -> 96 MiB does not; prefetch 4 on 2 workers -> 120 MiB does not
     assert result.best == Config(NO_DECODE, 2, 2)
-    assert all((c.workers * c.prefetch + 2) * BATCH <= 80 * MB for c in model.calls if c.workers)
+    assert all((c.num_workers * c.prefetch_factor + 2) * BATCH <= 80 * MB for c in model.calls if c.num_workers)
     assert sum("shm budget" in t.verdict for t in result.trials) == 2
 
 
@@ -60,18 +60,18 @@ def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
     assert all(t.peak_memory > 0 for t in result.trials if t.verdict != "skipped")
     assert result.memory_measure == tree_memory_measure() and f"peak {result.memory_measure} MB" in str(result)
     best = result.to_dict()["best"]
-    assert best["workers"] in (1, 2) or (best["workers"] == 0 and best["decoder"] == NO_DECODE)
-    assert any(t.config.workers == 0 for t in result.trials if t.config.decoder == NO_DECODE)
+    assert best["num_workers"] in (1, 2) or (best["num_workers"] == 0 and best["decoder"] == NO_DECODE)
+    assert any(t.config.num_workers == 0 for t in result.trials if t.config.decoder == NO_DECODE)
     assert sum(t.config.sampler == "block" for t in result.trials) == 1  # the batch layout, tried on the winner
-    assert all(t.config.workers >= 1 for t in result.trials if t.config.decoder != NO_DECODE)
+    assert all(t.config.num_workers >= 1 for t in result.trials if t.config.decoder != NO_DECODE)
 
 
 def test_without_decoding_the_main_process_alone_is_tried_and_can_win():
     def model(config):  # reading decoded arrays: shipping them from workers costs more than it saves
-        return (1000.0 if config.workers == 0 else 800.0), 100 * MB
+        return (1000.0 if config.num_workers == 0 else 800.0), 100 * MB
 
     result = search(model, [NO_DECODE], max_workers=4, budget=Budget(2**34, 2**34), batch_bytes=BATCH)
-    assert result.best.workers == 0 and all(t.config.workers <= 1 for t in result.trials)
+    assert result.best.num_workers == 0 and all(t.config.num_workers <= 1 for t in result.trials)
 
 
 def test_main_threads_are_tried_on_the_winner_only():
@@ -79,7 +79,7 @@ def test_main_threads_are_tried_on_the_winner_only():
 
     def model(config):
         calls.append(config)
-        return (200.0 if config.main_threads == 1 else 150.0) * min(config.workers, 2), 100 * MB
+        return (200.0 if config.main_threads == 1 else 150.0) * min(config.num_workers, 2), 100 * MB
 
     result = search(model, ["pil"], max_workers=4, budget=Budget(2**34, 2**34), batch_bytes=BATCH, main_threads=[1])
     assert result.best.main_threads == 1 and sum(c.main_threads == 1 for c in calls) == 1
@@ -91,11 +91,11 @@ def test_batch_layout_is_tried_on_the_winner_and_kept_only_if_faster():
 
         def model(config, block_rate=block_rate):
             calls.append(config)
-            return (block_rate if config.sampler == "block" else 200.0) * min(config.workers, 1), 100 * MB
+            return (block_rate if config.sampler == "block" else 200.0) * min(config.num_workers, 1), 100 * MB
 
         result = search(model, ["pil"], max_workers=3, budget=Budget(2**34, 2**34), batch_bytes=BATCH,
                         samplers=["block"])
         assert result.best.sampler == expected
         blocks = [c for c in calls if c.sampler == "block"]
-        assert len(blocks) == 1 and blocks[0].workers == 1  # only on the winner (1 worker: a 2nd gained nothing)
+        assert len(blocks) == 1 and blocks[0].num_workers == 1  # only on the winner (1 worker: a 2nd gained nothing)
         assert f"{expected} batches" in str(result)

@@ -1,13 +1,12 @@
 """A too-small /dev/shm, reproduced: what torch reports, that the doctor predicted it, and that its fix works.
 
-The loaders run in a child process (shm_child.py) with a private 16 MiB /dev/shm
-(`labkit.diagnose.small_shm.private_shm`), like a container started without ``--shm-size``. Where the OS
+The loaders run in a child process (``python -m labkit.diagnose.small_shm``, the lab's own script) with a
+private 16 MiB /dev/shm (`labkit.diagnose.small_shm.private_shm`), like a container started without ``--shm-size``. Where the OS
 does not allow that, those tests skip with the reason and the doctor's estimate is still
 tested on the same plans with a synthetic 16 MiB /dev/shm.
 """
 
 import json
-import os
 import subprocess
 import sys
 
@@ -16,7 +15,6 @@ import pytest
 from labkit.core.machine import MemoryFacts
 from labkit.diagnose.doctor import LoaderPlan, check_shared_memory
 
-HERE = os.path.dirname(os.path.abspath(__file__))
 MIB = 2**20
 SHM_MIB = 16
 IMAGE = (3, 256, 256)
@@ -28,23 +26,26 @@ FITS = LoaderPlan(num_workers=2, prefetch_factor=1, batch_size=16, image=IMAGE)
 SEMAPHORES = MIB
 
 
-def _scenario(name, plan, strategy="file_descriptor", whole_batches=False):
-    return {"name": name, "shm_mib": SHM_MIB, "workers": plan.num_workers, "prefetch": plan.prefetch_factor,
-            "batch": plan.batch_size, "strategy": strategy, "whole_batches": whole_batches}
+def _run(*options, plans=(TOO_BIG,)):
+    """``python -m labkit.diagnose.small_shm``'s results (one per plan) and what its workers printed."""
+    command = [sys.executable, "-m", "labkit.diagnose.small_shm", "--shm-mib", str(SHM_MIB), *options]
+    for plan in plans:
+        command += ["--plan", f"{plan.num_workers},{plan.prefetch_factor},{plan.batch_size}"]
+    out = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    if lines and "unavailable" in lines[0]:
+        pytest.skip(f"this OS does not let a process mount its own /dev/shm: {lines[0]['unavailable']}")
+    assert out.returncode == 0 and len(lines) == len(plans), out.stderr[-3000:]
+    return lines, out.stderr
 
 
 @pytest.fixture(scope="module")
 def small_shm():
-    """Every scenario's result by name, and the child's stderr (what the workers printed)."""
-    scenarios = [_scenario("too big", TOO_BIG), _scenario("too big, file_system", TOO_BIG, strategy="file_system"),
-                 _scenario("fits", FITS), _scenario("whole batches", TOO_BIG, whole_batches=True)]
-    out = subprocess.run([sys.executable, os.path.join(HERE, "shm_child.py"), json.dumps(scenarios)],
-                         capture_output=True, text=True, timeout=50)
-    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    if lines and "unavailable" in lines[0]:
-        pytest.skip(f"this OS does not let a test mount its own /dev/shm: {lines[0]['unavailable']}")
-    assert out.returncode == 0 and len(lines) == len(scenarios), out.stderr[-3000:]
-    return {r["name"]: r for r in lines}, out.stderr
+    """Every scenario's result by name, and the stderr of the whole-batch run (what its workers printed)."""
+    (too_big, fits), _ = _run(plans=(TOO_BIG, FITS))
+    (file_system,), _ = _run("--sharing-strategy", "file_system")
+    (whole,), stderr = _run("--whole-batches")
+    return {"too big": too_big, "fits": fits, "too big, file_system": file_system, "whole batches": whole}, stderr
 
 
 def test_the_doctor_fails_the_plan_that_overflows_16_mib_and_passes_its_fix():
@@ -61,11 +62,12 @@ def test_the_doctor_fails_the_plan_that_overflows_16_mib_and_passes_its_fix():
 
 def test_overflow_fails_as_torch_reports_it_and_as_the_doctor_predicted(small_shm):
     result = small_shm[0]["too big"]
+    assert result["plan"] == [2, 4, 64] and result["batch_mib"] == 12
     assert result["level"] == "fail"  # the doctor, run inside the same 16 MiB /dev/shm before the loader
     assert result["outcome"].startswith("RuntimeError: Caught RuntimeError in DataLoader worker process")
     assert "unable to allocate shared memory(shm)" in result["outcome"]
-    assert "No space left on device" in result["outcome"]
-    assert result["left_used"] == 0  # the failure left nothing in /dev/shm
+    assert "No space left on device" in result["outcome"] and "Traceback" not in result["outcome"]
+    assert result["batches"] < 8 and result["left_used_mib"] == 0  # the failure left nothing in /dev/shm
 
 
 def test_file_system_sharing_strategy_does_not_make_room(small_shm):
@@ -80,8 +82,8 @@ def test_file_system_sharing_strategy_does_not_make_room(small_shm):
 def test_the_plan_the_doctor_passes_completes_in_the_same_shm(small_shm):
     result = small_shm[0]["fits"]
     assert result["level"] != "fail" and result["outcome"] == "completed" and result["batches"] == 8
-    assert 0 < result["peak_used"] <= FITS.shm_bytes + SEMAPHORES  # the doctor's count bounds what was used
-    assert result["left_used"] == 0
+    assert 0 < result["peak_used_mib"] * MIB <= FITS.shm_bytes + SEMAPHORES  # the doctor's count bounds the use
+    assert result["left_used_mib"] == 0
 
 
 def test_a_batch_returned_whole_is_dropped_and_the_watchdog_says_where_to_look(small_shm):
@@ -91,7 +93,7 @@ def test_a_batch_returned_whole_is_dropped_and_the_watchdog_says_where_to_look(s
     assert "unable to allocate shared memory(shm)" in stderr and "No space left on device" in stderr
     # ...so a plain DataLoader would wait forever; the watchdog names the likely cause and the /dev/shm left.
     assert result["outcome"].startswith("LoaderHangError: no batch arrived for 2 s")
-    assert "No worker is inside the dataset" in result["outcome"] and "free of 16.0 MiB" in result["outcome"]
+    assert "No worker is inside the dataset" in result["error"] and "free of 16.0 MiB" in result["error"]
     assert result["level"] == "fail"
 
 

@@ -31,9 +31,10 @@ from labkit.core.machine import os_name
 from labkit.course.workspace import OUTPUT_SIZE, Workspace
 from labkit.datasets.map_style import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                                        PackedDataset)
-from labkit.decode.decoders import DECODERS, decode, decode_jpeg_batch
+from labkit.decode.decoders import decode_jpeg_batch
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
 from labkit.diagnose.autotuner import NO_DECODE, Budget, Config, autotune, default_budget
+from labkit.measure.decoder_speed import median_seconds, time_decoders
 from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader, spread_indices
 from labkit.measure.page_cache import empty_page_cache, mapping_processes, resident_share
 from labkit.measure.process_memory import PeakMemory, describe_tree_memory, tree_cpu_seconds, tree_memory_measure
@@ -94,7 +95,7 @@ class NormalizeInWorker:
 @dataclass
 class Settings:
     batch_size: int = SEED_BATCH
-    workers: Optional[int] = None  # None: every usable CPU
+    num_workers: Optional[int] = None  # None: every usable CPU
     runs: int = 3
     steps: int = 20  # batches per measured run (at most one epoch)
     min_seconds: float = 3.0  # a fast version is measured over more runs until they add up to this long
@@ -106,8 +107,8 @@ class Settings:
     def resolved_device(self) -> torch.device:
         return torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
-    def resolved_workers(self) -> int:
-        return usable_cpus() if self.workers is None else self.workers
+    def resolved_num_workers(self) -> int:
+        return usable_cpus() if self.num_workers is None else self.num_workers
 
 
 @dataclass
@@ -129,14 +130,7 @@ class Result:
 def fastest_decoder(ws: Workspace, samples: int = 16) -> Tuple[str, Dict[str, float]]:
     """Time each decoder on the same files (spread over every class) in this process; the fastest is v5's."""
     reader = PackedDataset(ws.pack).reader
-    blobs = [reader.read(i) for i in spread_indices(len(reader), samples)]
-    times = {}
-    for name in DECODERS:
-        decode(blobs[0], OUTPUT_SIZE, name)  # first call pays imports
-        t0 = time.perf_counter()
-        for blob in blobs:
-            decode(blob, OUTPUT_SIZE, name)
-        times[name] = (time.perf_counter() - t0) / len(blobs)
+    times = time_decoders([reader.read(i) for i in spread_indices(len(reader), samples)], OUTPUT_SIZE)
     return min(times, key=times.get), times
 
 
@@ -160,10 +154,10 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
     if tuned is not None:
         storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
         decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
-        version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch=tuned.prefetch,
+        version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch=tuned.prefetch_factor,
                           normalize_in_workers=False, mix="device", sampler=tuned.sampler)
     dataset = _dataset(version, ws, decoder)
-    workers = (tuned.workers if tuned else settings.resolved_workers()) if version.workers else 0
+    workers = (tuned.num_workers if tuned else settings.resolved_num_workers()) if version.workers else 0
     slots = version.batch_slots and workers > 0 and not cuda
     if tuned and tuned.main_threads:
         main_threads = tuned.main_threads
@@ -334,19 +328,18 @@ def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int 
     images = torch.randint(0, 256, (settings.batch_size, 3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8,
                            device=device)
     labels = torch.arange(settings.batch_size, device=device) % classes
-    if fused:  # on CUDA the prefetcher works a batch ahead; the median hides the last, empty step
+    if fused:  # on CUDA the prefetcher works a batch ahead: its first step pays for two batches
         stage = iter(DevicePrefetcher([(images, labels)] * (repeats + 1), device, mix=MixUp(classes)))
     else:
         stage = (mix_batch(normalize_uint8(images), labels, classes) for _ in range(repeats + 1))
-    times = []
-    for _ in range(repeats + 1):
-        t0 = time.perf_counter()
-        batch = next(stage)
-        del batch
+
+    def step() -> None:
+        next(stage)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t0)
-    return sorted(times[1:])[len(times[1:]) // 2] * 1000
+
+    step()  # the first step also allocates (and, fused, fills the prefetcher): not timed
+    return median_seconds(step, repeats) * 1000
 
 
 def seed_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]:
@@ -457,7 +450,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
                             check_crc=False, min_seconds=settings.min_seconds / 3)
             tuned = tune.best
             tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {tuned.decoder}, "
-                          f"{tuned.workers} workers, prefetch_factor {tuned.prefetch}, main threads "
+                          f"{tuned.num_workers} workers, prefetch_factor {tuned.prefetch_factor}, main threads "
                           f"{tuned.main_threads or 'default'}, {tuned.sampler} batches")
             if progress:
                 bar.write(f"  {tuned_note}")
@@ -481,7 +474,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     notes.append(cold_note(results) if settings.cold else warm_note(results))
     mode = "with a model step" if settings.model else "data only (as the seed)"
     header = (f"Data: {ws.count} images from {_shown(ws.folder)} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "
-              f"{settings.batch_size}, {settings.resolved_workers()} workers, {mode}, device {device}; median of "
+              f"{settings.batch_size}, {settings.resolved_num_workers()} workers, {mode}, device {device}; median of "
               f"{settings.runs} runs of {settings.steps} steps after a warm-up run"
               + (f" (more runs, up to {settings.min_seconds:g} s, for fast versions)" if settings.min_seconds else ""))
     print()

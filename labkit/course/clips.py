@@ -4,21 +4,34 @@ The heavy two-step preprocessing of seed section 4.3: decode every frame of a cl
 then resize, crop and lay out as C×H×W (stage 2). The same two functions serve the
 single-stage `ClipFolderDataset` and the two-stage `labkit.workers.staged_pipeline.StagedPipeline`, so the
 two can be measured on identical work.
+
+`run_dataloader` and `run_pipeline` measure them side by side. Both log each step from inside the
+process that runs it (a `SharedLog`), so a run reports more than clips/s: each clip's latency (its
+decode starting -> the clip arriving in the main loop), how long each stage took in each process, and
+a timeline of who did what. Those are the numbers that say whether a pipeline's stages are balanced,
+which decides whether it can beat a DataLoader with as many processes.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from typing import List, Tuple
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
 from PIL import Image
-from torch.utils.data import Dataset
+from torch.utils.data import DataLoader, Dataset
 
 from labkit.core.errors import LabkitFileNotFoundError
+from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike, StringTable
 from labkit.decode.decoders import DecodeError, describe_failure, open_image
+from labkit.workers.staged_pipeline import StagedPipeline
+from labkit.workers.thread_budget import torch_threads
 
 
 def scan_clips(root: PathLike) -> Tuple[List[str], StringTable, np.ndarray]:
@@ -93,3 +106,176 @@ class ClipFolderDataset(Dataset):
     def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
         frames = decode_clip(self.clip_path(index), self.frames, self.size)
         return torch.from_numpy(transform_clip(frames, self.out)), int(self.labels[index])
+
+
+STAGES = ("decode", "transform")
+
+
+@dataclass(frozen=True)
+class ClipWork:
+    """The work per clip: decode ``frames`` stored frames of ``size`` (height, width), resize the short
+    side to ``resize`` and centre-crop ``out``. A larger ``out``/``resize`` makes the second stage heavier."""
+
+    frames: int
+    size: Tuple[int, int]
+    out: int = 112
+    resize: int = 128
+
+    @property
+    def frame_shape(self) -> Tuple[int, int, int, int]:
+        """The shape stage 1 writes into a ring slot: (T, H, W, 3)."""
+        return (self.frames, self.size[0], self.size[1], 3)
+
+    def decode(self) -> Callable[[str], np.ndarray]:
+        return functools.partial(decode_clip, frames=self.frames, size=tuple(self.size))
+
+    def transform(self) -> Callable[[np.ndarray], np.ndarray]:
+        return functools.partial(transform_clip, out=self.out, resize=self.resize)
+
+
+class LoggedStage:
+    """A stage function that logs, from the process running it, when each call started and ended."""
+
+    def __init__(self, fn: Callable[[Any], Any], stage: str, log: SharedLog) -> None:
+        self.fn, self.stage, self.log = fn, stage, log
+
+    def __call__(self, item: Any) -> Any:
+        start = time.monotonic()
+        out = self.fn(item)
+        self.log.append({"stage": self.stage, "pid": os.getpid(), "item": item if isinstance(item, str) else None,
+                         "start": start, "end": time.monotonic()})
+        return out
+
+
+class LoggedClipDataset(ClipFolderDataset):
+    """`ClipFolderDataset` doing `ClipWork`'s two steps in one ``__getitem__``, each step logged."""
+
+    def __init__(self, root: str, work: ClipWork, log: SharedLog) -> None:
+        super().__init__(root, work.frames, work.size, work.out)
+        self.work, self.log = work, log
+
+    def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
+        decode = LoggedStage(self.work.decode(), "decode", self.log)
+        transform = LoggedStage(self.work.transform(), "transform", self.log)
+        frames = decode(self.clip_path(index))
+        return torch.from_numpy(transform(frames)), int(self.labels[index])
+
+
+@dataclass
+class ClipRun:
+    """One pass over every clip: when each arrived, and every stage call logged by the processes."""
+
+    name: str
+    start: float
+    arrivals: List[float]  # arrival time of clip k (monotonic seconds), in clip order
+    decode_start: List[float]  # when clip k's decode began
+    events: List[Dict[str, Any]]
+
+    @property
+    def seconds(self) -> float:
+        return max(self.arrivals) - self.start
+
+    @property
+    def clips_per_s(self) -> float:
+        return len(self.arrivals) / self.seconds
+
+    @property
+    def latencies_s(self) -> List[float]:
+        """Per clip: from its decode starting to its arrival in the main loop."""
+        return [a - d for a, d in zip(self.arrivals, self.decode_start)]
+
+    def stage_ms(self) -> Dict[str, float]:
+        """Median milliseconds of one call of each stage, as measured inside the run."""
+        return {s: 1000 * statistics.median(e["end"] - e["start"] for e in self.events if e["stage"] == s)
+                for s in STAGES}
+
+    def busy(self) -> Dict[Tuple[str, int], float]:
+        """(stage, pid) → share of the run that process spent in that stage."""
+        shares: Dict[Tuple[str, int], float] = {}
+        for e in self.events:
+            key = (e["stage"], e["pid"])
+            shares[key] = shares.get(key, 0.0) + (e["end"] - e["start"]) / self.seconds
+        return shares
+
+    def __str__(self) -> str:
+        ms = self.stage_ms()
+        return (f"{self.name}: {len(self.arrivals)} clips in {self.seconds:.2f} s, {self.clips_per_s:.1f} clips/s; "
+                f"latency median {1000 * statistics.median(self.latencies_s):.0f} ms; per call: decode "
+                f"{ms['decode']:.0f} ms, transform {ms['transform']:.0f} ms")
+
+    def plot(self, ax: Any = None) -> Any:
+        """One lane per process, a bar per stage call (decode, transform); ticks where clips arrived."""
+        import matplotlib.pyplot as plt
+
+        ax = ax or plt.subplots(figsize=(8, 2.6))[1]
+        pids = sorted({e["pid"] for e in self.events},
+                      key=lambda p: min(e["start"] for e in self.events if e["pid"] == p))
+        lanes = {pid: k for k, pid in enumerate(pids)}
+        for e in self.events:
+            color = f"C{STAGES.index(e['stage'])}"
+            ax.barh(lanes[e["pid"]] + 1, e["end"] - e["start"], left=e["start"] - self.start, height=0.6,
+                    color=color, edgecolor="white", linewidth=0.5)
+        ax.plot([a - self.start for a in self.arrivals], [0] * len(self.arrivals), "|", color="black",
+                markersize=10)
+        ax.set_yticks(range(len(pids) + 1), ["main loop"] + [f"process {k + 1}" for k in range(len(pids))])
+        ax.set_xlim(left=0)
+        ax.set_xlabel("seconds since the run started")
+        ax.set_title(self.name)
+        handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{k}") for k in range(len(STAGES))]
+        ax.legend(handles, STAGES, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
+        return ax
+
+
+def run_dataloader(root: str, work: ClipWork, workers: int) -> ClipRun:
+    """Every clip under ``root`` through a DataLoader whose workers each do both steps of a clip."""
+    log = SharedLog("labkit-clips-")
+    dataset = LoggedClipDataset(root, work, log)
+    loader = DataLoader(dataset, batch_size=None, num_workers=workers)
+    arrivals: List[float] = []
+    start = time.monotonic()
+    for _ in loader:
+        arrivals.append(time.monotonic())
+    events = log.records()
+    by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
+    decode_start = [by_path[dataset.clip_path(k)] for k in range(len(arrivals))]  # clips arrive in index order
+    return ClipRun(f"DataLoader, {workers} worker{'s' if workers != 1 else ''}", start, arrivals, decode_start,
+                   events)
+
+
+def run_pipeline(root: str, work: ClipWork, decoders: int, transformers: int, slots: Optional[int] = None,
+                 items: Optional[Sequence[str]] = None) -> ClipRun:
+    """Every clip under ``root`` (or the clip folders ``items``) through a `StagedPipeline`."""
+    log = SharedLog("labkit-clips-")
+    if items is None:
+        dataset = ClipFolderDataset(root, work.frames, work.size)
+        items = [dataset.clip_path(k) for k in range(len(dataset))]
+    folders = list(items)
+    pipe = StagedPipeline(folders, LoggedStage(work.decode(), "decode", log),
+                          LoggedStage(work.transform(), "transform", log), work.frame_shape, decoders=decoders,
+                          transformers=transformers, slots=slots or 2 * (decoders + transformers))
+    arrived: Dict[int, float] = {}
+    start = time.monotonic()
+    for index, _ in pipe:
+        arrived[index] = time.monotonic()
+    events = log.records()
+    by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
+    order = sorted(arrived)
+    return ClipRun(f"pipeline, {decoders} decode + {transformers} transform", start, [arrived[k] for k in order],
+                   [by_path[folders[k]] for k in order], events)
+
+
+def time_clip_stages(root: str, work: ClipWork, clips: int = 8) -> Dict[str, List[float]]:
+    """Seconds of each step for the first ``clips`` clips, run one after the other in this process on
+    one thread: what each stage costs when nothing competes with it."""
+    dataset = ClipFolderDataset(root, work.frames, work.size, work.out)
+    decode, transform = work.decode(), work.transform()
+    seconds: Dict[str, List[float]] = {s: [] for s in STAGES}
+    with torch_threads(1):
+        for k in range(min(clips, len(dataset))):
+            t0 = time.perf_counter()
+            frames = decode(dataset.clip_path(k))
+            t1 = time.perf_counter()
+            transform(frames)
+            seconds["decode"].append(t1 - t0)
+            seconds["transform"].append(time.perf_counter() - t1)
+    return seconds

@@ -18,6 +18,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "PackedDataset": "map_style",
     "DecodedArrayDataset": "map_style",
     "EncodedPackDataset": "map_style",
+    "FetchLoggedDataset": "fetch_log",
     "EpochPlan": "iterable",
     "ShardedIterableDataset": "iterable",
     "LiveStreamDataset": "iterable",

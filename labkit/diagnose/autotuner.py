@@ -45,8 +45,8 @@ NO_DECODE = "none (decoded pack)"
 @dataclass(frozen=True)
 class Config:
     decoder: str  # a labkit decoder name, or NO_DECODE for a decoded pack
-    workers: int
-    prefetch: int = 2
+    num_workers: int
+    prefetch_factor: int = 2
     main_threads: int = 0  # torch threads in the main process; 0: leave torch's default
     sampler: str = "random"  # batch layout: "random", or "block" (BlockShuffleSampler: batched reads stay local)
 
@@ -87,14 +87,14 @@ class TuneResult:
     memory_measure: str = "PSS"  # what peak_memory sums: PSS, or USS / RSS where the OS gives no PSS
 
     def __str__(self) -> str:
-        lines = [f"{'decoder':<22}{'workers':>8}{'prefetch':>9}{'threads':>8}{'batches':>8}{'images/s':>10}"
+        lines = [f"{'decoder':<22}{'num_workers':>12}{'prefetch_factor':>16}{'threads':>8}{'batches':>8}{'images/s':>10}"
                  f"{f'peak {self.memory_measure} MB':>13}  verdict"]
         for t in self.trials:
             threads = t.config.main_threads or "-"
-            lines.append(f"{t.config.decoder:<22}{t.config.workers:>8}{t.config.prefetch:>9}{threads:>8}"
+            lines.append(f"{t.config.decoder:<22}{t.config.num_workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
                          f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>13.0f}  {t.verdict}")
         b = self.best
-        lines.append(f"decision: decoder={b.decoder}, num_workers={b.workers}, prefetch_factor={b.prefetch}, main "
+        lines.append(f"decision: decoder={b.decoder}, num_workers={b.num_workers}, prefetch_factor={b.prefetch_factor}, main "
                      f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
                      f"images/s, within the budget ({self.budget})")
         if self.machine:
@@ -126,7 +126,7 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
     trials: List[Trial] = []
 
     def attempt(config: Config) -> Optional[Trial]:
-        trial = Trial(config, in_flight=shm_batches(config.workers, config.prefetch) * batch_bytes)
+        trial = Trial(config, in_flight=shm_batches(config.num_workers, config.prefetch_factor) * batch_bytes)
         trials.append(trial)
         if trial.in_flight > budget.shm_bytes:
             trial.verdict = f"skipped: {trial.in_flight / 2**20:.0f} MB in flight > shm budget"
@@ -149,9 +149,9 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
                 trial.verdict = f"stop: +1 worker gained < {min_gain:.0%}"
                 break
             best = trial
-        if best is not None and best.config.workers:
+        if best is not None and best.config.num_workers:
             for prefetch in prefetches[1:]:
-                trial = attempt(Config(decoder, best.config.workers, prefetch))
+                trial = attempt(Config(decoder, best.config.num_workers, prefetch))
                 if trial is not None:
                     accepted.append(trial)
     if not accepted:
@@ -173,10 +173,10 @@ def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size
     """What training consumes: the loader, then normalisation and MixUp on the device (`DevicePrefetcher`)."""
     dataset = (DecodedArrayDataset(decoded_pack, check_crc=check_crc) if config.decoder == NO_DECODE
                else PackedDataset(pack, config.decoder, size, check_crc=check_crc))
-    parallel = dict(prefetch_factor=config.prefetch, persistent_workers=True) if config.workers else {}
+    parallel = dict(prefetch_factor=config.prefetch_factor, persistent_workers=True) if config.num_workers else {}
     sampler = (BlockShuffleSampler.for_batches(len(dataset), batch_size) if config.sampler == "block"
                else RandomSampler(dataset))
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=config.workers,
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=config.num_workers,
                         collate_fn=stack_uint8, pin_memory=torch.cuda.is_available(), **parallel)
     return DevicePrefetcher(loader, mix=MixUp(classes))
 

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -18,14 +17,16 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset
 
 from labkit.collate.collate_fns import stack_uint8
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitTypeError
 from labkit.core.shared_log import SharedLog
+from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset
-from labkit.decode.decoders import DECODERS, MAX_PIXELS
+from labkit.decode.decoders import MAX_PIXELS
+from labkit.measure.decoder_speed import median_seconds, time_decoders
 
 _CLEARLY_FASTER = 0.9  # a decoder is advised only if it took under 90 % of the time: closer is within timing noise
 _OVERLAP_COPY = ("overlap the copy with compute: labkit.device.transfer.DevicePrefetcher copies the next pinned batch on a "
@@ -93,15 +94,6 @@ class BottleneckReport:
         return ax
 
 
-def _median_time(fn: Callable[[], Any], repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def _share_memory_time(tensors: List[torch.Tensor], repeats: int) -> float:
     """Moving a batch into shared memory: what a worker pays to hand a batch to the main process."""
     times = []
@@ -135,17 +127,17 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
     batch = collate_fn(samples)
     tensors = [t for t in (batch if isinstance(batch, (list, tuple)) else [batch]) if isinstance(t, torch.Tensor)]
 
-    stages = [StageTime("read", _median_time(lambda: [dataset.read_raw(i) for i in indices], repeats), True),
-              StageTime("decode", _median_time(lambda: [dataset.decode_raw(r) for r in raw], repeats), True),
-              StageTime("transform", _median_time(lambda: [transform(img) for img in images], repeats)
+    stages = [StageTime("read", median_seconds(lambda: [dataset.read_raw(i) for i in indices], repeats), True),
+              StageTime("decode", median_seconds(lambda: [dataset.decode_raw(r) for r in raw], repeats), True),
+              StageTime("transform", median_seconds(lambda: [transform(img) for img in images], repeats)
                         if transform else 0.0, True),
-              StageTime("collate", _median_time(lambda: collate_fn(samples), repeats), True),
+              StageTime("collate", median_seconds(lambda: collate_fn(samples), repeats), True),
               StageTime("worker→main copy", _share_memory_time(tensors, repeats), True)]
     skipped: Dict[str, str] = {}
     device = torch.device(device) if device is not None else (
         torch.device("cuda") if torch.cuda.is_available() else None)
     if device is not None and device.type == "cuda":
-        stages.append(StageTime("pin", _median_time(lambda: [t.pin_memory() for t in tensors], repeats), False))
+        stages.append(StageTime("pin", median_seconds(lambda: [t.pin_memory() for t in tensors], repeats), False))
         pinned = [t.pin_memory() for t in tensors]
 
         def copy() -> None:
@@ -154,7 +146,7 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
             torch.cuda.synchronize(device)
 
         copy()
-        stages.append(StageTime("device copy", _median_time(copy, repeats), False))
+        stages.append(StageTime("device copy", median_seconds(copy, repeats), False))
     else:
         skipped["pin"] = skipped["device copy"] = "no CUDA device here"
     report = BottleneckReport(stages, len(indices), workers, skipped)
@@ -169,8 +161,7 @@ def _decoder_times(dataset: Dataset, raw: List[Any], repeats: int) -> Dict[str, 
     if not (isinstance(getattr(dataset, "decoder", None), str) and raw and isinstance(raw[0], bytes)):
         return {}
     size, max_pixels = getattr(dataset, "size", None), getattr(dataset, "max_pixels", MAX_PIXELS)
-    return {name: _median_time(lambda fn=fn: [fn(r, size, max_pixels) for r in raw], repeats)
-            for name, fn in DECODERS.items()}
+    return {name: seconds * len(raw) for name, seconds in time_decoders(raw, size, max_pixels, repeats).items()}
 
 
 def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence[torch.Tensor], workers: int,
@@ -259,28 +250,6 @@ def find_slow_samples(dataset: Dataset, indices: Optional[Sequence[int]] = None,
     return SlowSampleReport(indices, seconds, [path_of(i) if path_of else None for i in indices])
 
 
-class _TimedDataset(Dataset):
-    """Passes batches through, logging which worker fetched which indices, and when."""
-
-    def __init__(self, dataset: Dataset, log: SharedLog) -> None:
-        self.dataset, self.log = dataset, log
-
-    def __len__(self) -> int:
-        return len(self.dataset)  # type: ignore[arg-type]
-
-    def __getitem__(self, index: int) -> Any:
-        return self.__getitems__([index])[0]
-
-    def __getitems__(self, indices: List[int]) -> List[Any]:
-        start = time.monotonic()
-        fetch = getattr(self.dataset, "__getitems__", None)
-        samples = fetch(indices) if fetch else [self.dataset[i] for i in indices]
-        info = get_worker_info()
-        self.log.append({"worker": info.id if info else -1, "pid": os.getpid(), "first": int(indices[0]),
-                         "size": len(indices), "start": start, "end": time.monotonic()})
-        return samples
-
-
 @dataclass
 class Timeline:
     """When each worker fetched each batch, and when the main loop received it (monotonic seconds)."""
@@ -329,7 +298,7 @@ class Timeline:
 def record_timeline(dataset: Dataset, batches: int = 20, **loader_kwargs: Any) -> Timeline:
     """Iterate ``batches`` batches of ``DataLoader(dataset, **loader_kwargs)`` and record who did what when."""
     log = SharedLog("labkit-timeline-")
-    loader = DataLoader(_TimedDataset(dataset, log), **loader_kwargs)
+    loader = DataLoader(FetchLoggedDataset(dataset, log), **loader_kwargs)
     start = time.monotonic()
     received = []
     for k, _ in enumerate(loader):
@@ -337,4 +306,6 @@ def record_timeline(dataset: Dataset, batches: int = 20, **loader_kwargs: Any) -
         if k + 1 >= batches:
             break
     del loader
-    return Timeline(log.records(), received, start)
+    fetches = [{"worker": r["worker"], "pid": r["pid"], "first": r["indices"][0], "size": len(r["indices"]),
+                "start": r["start"], "end": r["time"]} for r in log.records() if r["event"] == "end"]
+    return Timeline(fetches, received, start)

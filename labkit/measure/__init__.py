@@ -34,6 +34,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "empty_page_cache": "page_cache",
     "resident_share": "page_cache",
     "mapping_processes": "page_cache",
+    "median_seconds": "decoder_speed",
+    "time_decoders": "decoder_speed",
     "can_count_faults": "page_faults",
     "minor_faults": "page_faults",
     "tree_minor_faults": "page_faults",

@@ -80,7 +80,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
     from labkit.course.ablation import Settings
 
-    return Settings(batch_size=args.batch, workers=args.workers, runs=args.runs,
+    return Settings(batch_size=args.batch, num_workers=args.workers, runs=args.runs,
                     steps=args.steps or (3 if quick else 20), min_seconds=0.0 if quick else 3.0, model=args.model,
                     cold=args.cold, device=args.device)
 

@@ -37,11 +37,12 @@ import tempfile
 import time
 from typing import Any, Dict, Iterator, List, Optional
 
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset
 
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.machine import memory_facts
 from labkit.core.shared_log import SharedLog
+from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.workers.worker_init import WorkerInitChain
 
 _DUMP_SIGNAL = getattr(signal, "SIGUSR1", None)
@@ -123,40 +124,6 @@ class StartedMark:
 
     def __call__(self, worker_id: int) -> None:
         _write_mark(self.dump_dir, worker_id, "started")
-
-
-class TrackedDataset(Dataset):
-    """Passes samples through, noting which samples each worker has started and finished."""
-
-    def __init__(self, dataset: Dataset, log: SharedLog) -> None:
-        self.dataset, self.log = dataset, log
-
-    def __len__(self) -> int:
-        return len(self.dataset)  # type: ignore[arg-type]
-
-    def __getattr__(self, name: str) -> Any:  # labels, classes, sample_path... of the wrapped dataset
-        if name in ("dataset", "log"):
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
-
-    def _note(self, event: str, indices: List[int]) -> None:
-        info = get_worker_info()
-        self.log.append({"worker": info.id if info else -1, "event": event, "indices": indices,
-                         "time": time.monotonic()})
-
-    def __getitem__(self, index: int) -> Any:
-        return self.__getitems__([index])[0]
-
-    def __getitems__(self, indices: List[int]) -> List[Any]:
-        self._note("start", [int(i) for i in indices])
-        fetch = getattr(self.dataset, "__getitems__", None)
-        try:
-            samples = fetch(indices) if fetch else [self.dataset[i] for i in indices]
-        except BaseException:
-            self._note("error", [int(i) for i in indices])
-            raise
-        self._note("end", [int(i) for i in indices])
-        return samples
 
 
 def _fetches(log: SharedLog) -> Dict[int, Dict[str, Any]]:
@@ -428,7 +395,7 @@ class WatchedLoader:
         return "\n".join(lines)
 
     def _user_dataset(self) -> Any:
-        return self.loader.dataset.dataset if isinstance(self.loader.dataset, TrackedDataset) else self.loader.dataset
+        return self.loader.dataset.dataset if isinstance(self.loader.dataset, FetchLoggedDataset) else self.loader.dataset
 
     def _stack(self, worker_id: int) -> List[str]:
         path = os.path.join(self.dump_dir, f"worker-{worker_id}.txt")
@@ -462,6 +429,6 @@ def watched_loader(dataset: Dataset, timeout: float, **loader_kwargs: Any) -> Wa
     dump_dir = tempfile.mkdtemp(prefix=f"labkit-stacks-{os.getpid()}-")
     log = SharedLog("labkit-inflight-")
     init = WorkerInitChain(StackDumpInit(dump_dir), loader_kwargs.pop("worker_init_fn", None), StartedMark(dump_dir))
-    loader = DataLoader(TrackedDataset(dataset, log), timeout=min(timeout, POLL_S), worker_init_fn=init,
+    loader = DataLoader(FetchLoggedDataset(dataset, log), timeout=min(timeout, POLL_S), worker_init_fn=init,
                         **loader_kwargs)
     return WatchedLoader(loader, timeout, dump_dir, log)

@@ -1,10 +1,11 @@
+"""labkit.course.clips: clip loaders measured side by side, a DataLoader and a StagedPipeline on the same clips."""
+
 import multiprocessing
 
 import numpy as np
 import pytest
 
-from labkit.course.clip_runs import STAGES, ClipWork, run_dataloader, run_pipeline, time_clip_stages
-from labkit.course.clips import ClipFolderDataset
+from labkit.course.clips import STAGES, ClipFolderDataset, ClipWork, run_dataloader, run_pipeline, time_clip_stages
 from labkit.course.synthetic_data import ClipSpec, make_clips
 from labkit.workers.staged_pipeline import PipelineError
 
