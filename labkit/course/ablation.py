@@ -52,8 +52,8 @@ class Version:
     name: str
     storage: str  # "folder", "pack", "decoded", "bytes" (encoded files for the GPU), or "tuned"
     decoder: str  # a labkit decoder, "fastest", "none", "gpu" or "tuned"
-    workers: bool
-    prefetch: Optional[int]  # None: DataLoader's default (2)
+    workers: bool  # True: worker processes (num_workers = Settings.num_workers); False: num_workers=0
+    prefetch_factor: Optional[int]  # None: DataLoader's default (2)
     normalize_in_workers: bool
     mix: str  # "none", "collate" (float MixUp in the workers) or "device"
     sampler: str = "random"  # or "block"
@@ -154,7 +154,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
     if tuned is not None:
         storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
         decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
-        version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch=tuned.prefetch_factor,
+        version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch_factor=tuned.prefetch_factor,
                           normalize_in_workers=False, mix="device", sampler=tuned.sampler)
     dataset = _dataset(version, ws, decoder)
     workers = (tuned.num_workers if tuned else settings.resolved_num_workers()) if version.workers else 0
@@ -179,8 +179,8 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
                                    collate_fn=collate, pin_memory=cuda and version.workers)
     if workers:
         options["persistent_workers"] = True
-        if version.prefetch:
-            options["prefetch_factor"] = version.prefetch
+        if version.prefetch_factor:
+            options["prefetch_factor"] = version.prefetch_factor
     described = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
                  "pin_memory": options["pin_memory"], "persistent_workers": bool(workers),
                  "prefetch_factor": options.get("prefetch_factor", 2 if workers else None),
