@@ -25,6 +25,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "decode": "labkit.decode.decoders",
     "get_decoder": "labkit.decode.decoders",
     "DecodeError": "labkit.decode.decoders",
+    "RandomResizedCrop": "labkit.decode.random_crop",
     # storage
     "PackReader": "labkit.storage.pack_format",
     "PackWriter": "labkit.storage.pack_format",
@@ -44,6 +45,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassBalancedSampler": "labkit.samplers.resumable",
     "GroupedBatchSampler": "labkit.samplers.resumable",
     "RandomOffsetSequentialSampler": "labkit.samplers.resumable",
+    "EpochTagged": "labkit.samplers.epoch_tagged",
     # collate
     "stack_uint8": "labkit.collate.collate_fns",
     "pad_collate": "labkit.collate.collate_fns",

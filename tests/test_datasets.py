@@ -5,15 +5,20 @@ from collections import Counter
 import numpy as np
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset, default_collate
+from conftest import OUT, SMALL
+from torch.utils.data import DataLoader, Dataset, SequentialSampler, default_collate
 
+from labkit.core.epoch_index import EpochIndex
+from labkit.core.errors import LabkitError
 from labkit.core.string_table import StringTable
 from labkit.course.synthetic_data import PhotoSpec, make_photos, read_manifest
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
 from labkit.decode.decoders import decode
+from labkit.decode.random_crop import RandomResizedCrop, crop_resize_flip
 from labkit.measure.process_memory import private_bytes
-
-from conftest import OUT, SMALL
+from labkit.samplers.epoch_tagged import EpochTagged
+from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.workers.shared_slots import SlotLoader
 
 
 @pytest.fixture(params=["folder", "pack", "decoded"])
@@ -273,3 +278,85 @@ def test_when_every_sample_is_broken_no_substitution_is_counted(tmp_path):
     with pytest.raises(SampleError, match="every one of the 3"):
         ds[0]
     assert _by_index(ds.skipped) == {0: 0, 1: 0, 2: 0}
+
+
+# Random-resized crops drawn per sample (labkit.decode.random_crop), through every dataset and loader.
+
+CROP = RandomResizedCrop(24, seed=11)
+
+
+def _crop_datasets(photos, encoded_pack, decoded_pack):
+    return {"folder": ImageFolderDataset(photos, "pil-reduced", crop=CROP),
+            "pack": PackedDataset(encoded_pack, "pil-reduced", crop=CROP),
+            "decoded pack": DecodedArrayDataset(decoded_pack, crop=CROP)}
+
+
+def _expected_crop(ds, index, epoch):
+    raw = ds.read_raw(index)
+    if isinstance(ds, DecodedArrayDataset):
+        return crop_resize_flip(torch.from_numpy(raw), CROP.draw(OUT, OUT, index, epoch), (24, 24))
+    return CROP.decode(raw, index, epoch)
+
+
+@pytest.mark.parametrize("kind", ["folder", "pack", "decoded pack"])
+def test_each_dataset_gives_each_sample_its_own_crop_for_the_epoch(kind, photos, encoded_pack, decoded_pack):
+    ds = _crop_datasets(photos, encoded_pack, decoded_pack)[kind]
+    assert ds.size == (24, 24) and "crop" in repr(ds)
+    image, label = ds[3]
+    assert image.shape == (3, 24, 24) and image.dtype == torch.uint8 and label == int(ds.labels[3])
+    assert torch.equal(image, _expected_crop(ds, 3, 0))
+    assert torch.equal(ds[EpochIndex(3, 5)][0], _expected_crop(ds, 3, 5))  # the index's own epoch
+    assert not torch.equal(_expected_crop(ds, 3, 5), _expected_crop(ds, 3, 0))
+    ds.set_epoch(5)
+    assert torch.equal(ds[3][0], _expected_crop(ds, 3, 5))
+    batch = ds.__getitems__([EpochIndex(4, 1), EpochIndex(2, 1)])
+    assert [torch.equal(img, _expected_crop(ds, i, 1)) for (img, _), i in zip(batch, (4, 2))] == [True, True]
+
+
+@pytest.mark.parametrize("kind", ["folder", "decoded pack"])
+def test_persistent_workers_draw_the_crops_a_single_process_draws(kind, photos, encoded_pack, decoded_pack):
+    ds = _crop_datasets(photos, encoded_pack, decoded_pack)[kind]
+
+    def epochs(num_workers):
+        sampler = EpochTagged(BlockShuffleSampler(len(ds), block_size=4, seed=2))
+        loader = DataLoader(ds, batch_size=5, sampler=sampler, num_workers=num_workers,
+                            persistent_workers=num_workers > 0)
+        return [torch.cat([images for images, _ in loader]) for _ in range(2)]
+
+    single, workers = epochs(0), epochs(2)
+    assert all(torch.equal(a, b) for a, b in zip(single, workers))
+    assert not torch.equal(single[0], single[1])  # a new epoch, new boxes
+
+
+def test_a_resumed_run_draws_the_boxes_the_uninterrupted_one_drew(encoded_pack):
+    ds = PackedDataset(encoded_pack, "pil-reduced", crop=CROP)
+
+    def run(sampler, batches=None):
+        out = []
+        for k, (images, _) in enumerate(DataLoader(ds, batch_size=4, sampler=sampler)):
+            if batches is not None and k == batches:
+                break
+            out.append(images)
+        return out
+
+    whole = run(EpochTagged(BlockShuffleSampler(len(ds), block_size=4, seed=3)))
+    first = EpochTagged(BlockShuffleSampler(len(ds), block_size=4, seed=3))
+    head = run(first, batches=2)
+    resumed = EpochTagged(BlockShuffleSampler(len(ds), block_size=4, seed=3))
+    resumed.load_state_dict(first.state_dict(consumed=8))
+    assert all(torch.equal(a, b) for a, b in zip(head + run(resumed), whole))
+
+
+def test_the_slot_loader_carries_the_epoch_to_its_workers(decoded_pack):
+    ds = DecodedArrayDataset(decoded_pack, crop=CROP)
+    loader = SlotLoader(ds, batch_size=6, sampler=EpochTagged(SequentialSampler(range(len(ds)))), num_workers=2)
+    for epoch in range(2):
+        images = torch.cat([images.clone() for images, _ in loader])
+        assert torch.equal(images, torch.stack([_expected_crop(ds, i, epoch) for i in range(len(ds))]))
+
+
+def test_a_torchvision_transform_passed_as_crop_is_refused_with_where_it_goes(photos):
+    from torchvision.transforms import v2
+
+    with pytest.raises(LabkitError, match="transform="):
+        ImageFolderDataset(photos, crop=v2.RandomResizedCrop(24))

@@ -23,6 +23,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "QUICK_ENV": "environment",
     "PROFILE_ENV": "environment",
     "DATA_ENV": "environment",
+    "EpochIndex": "epoch_index",
+    "epoch_of": "epoch_index",
     "LabkitError": "errors",
     "storage_refs": "host_buffers",
     "HostBuffers": "host_buffers",

@@ -13,6 +13,11 @@ What they guarantee beyond ``torchvision.datasets.ImageFolder``:
   broken sample once, with how many times it was substituted — gathered from every DataLoader
   worker, not just the main process (see `LabeledImageDataset.skipped`).
 * Images come out as uint8; float conversion and normalisation belong on the device.
+* ``crop=RandomResizedCrop(224)`` (`labkit.decode.random_crop`) gives the training pipeline: each
+  sample's random-resized crop and flip drawn from (seed, epoch, index) and taken inside the decode
+  (``pil-reduced``), or from the stored array (`DecodedArrayDataset`). The epoch comes with the index
+  where the sampler is wrapped in `labkit.samplers.epoch_tagged.EpochTagged` (persistent workers
+  included), else from `LabeledImageDataset.set_epoch` (which reaches workers only as they start).
 """
 
 from __future__ import annotations
@@ -26,11 +31,13 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from labkit.core.errors import LabkitError, LabkitIndexError, LabkitValueError
+from labkit.core.epoch_index import epoch_of
+from labkit.core.errors import LabkitError, LabkitIndexError, LabkitTypeError, LabkitValueError
 from labkit.core.host_buffers import batch_buffer
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike
 from labkit.decode.decoders import MAX_PIXELS, DecodeError, Size, get_decoder, target_hw
+from labkit.decode.random_crop import CROP_IN_DECODE, RandomResizedCrop, crop_resize_flip
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader
 
@@ -83,17 +90,30 @@ _LOAD_ERRORS = (DecodeError, PackError, OSError)
 _LASTING_ERRORS = (DecodeError, PackError, FileNotFoundError, IsADirectoryError, PermissionError)
 
 
+def _crop_note(crop: Optional[RandomResizedCrop], decoder: str) -> str:
+    if crop is None:
+        return ""
+    where = "inside the decode" if decoder in CROP_IN_DECODE else "after a full decode"
+    return f", random-resized crops {where}"
+
+
 class LabeledImageDataset(Dataset):
     """The shared behaviour of labkit's image datasets: indexing, labels, errors and skips."""
 
     labels: np.ndarray
     classes: List[str]
 
-    def __init__(self, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str) -> None:
+    def __init__(self, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
+                 crop: Optional[RandomResizedCrop] = None) -> None:
         if on_error not in ON_ERROR:
             raise LabkitValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
+        if crop is not None and not isinstance(crop, RandomResizedCrop):
+            raise LabkitTypeError(f"crop={crop!r}: pass a labkit.decode.random_crop.RandomResizedCrop (its box is drawn "
+                                  "before the decode); a torchvision transform goes in transform=")
         self.transform = transform
         self.on_error = on_error
+        self.crop = crop
+        self.epoch = 0  # the epoch of a plain index (one from a sampler not wrapped in EpochTagged)
         self._skips = SharedLog("labkit-skips-") if on_error == "skip" else None
         self._known_broken: Dict[int, str] = {}  # this process's: index -> error, never decoded again here
 
@@ -107,8 +127,18 @@ class LabeledImageDataset(Dataset):
         """What `read_raw` returned → uint8 C×H×W image."""
         raise NotImplementedError
 
-    def _load(self, index: int) -> torch.Tensor:
-        return self.decode_raw(self.read_raw(index))
+    def crop_raw(self, raw: Any, index: int, epoch: int) -> torch.Tensor:
+        """What `read_raw` returned → sample ``index``'s random-resized crop in ``epoch`` (``self.crop``)."""
+        raise LabkitTypeError(f"{type(self).__name__} does not decode, so it cannot crop: crop on the device")
+
+    def set_epoch(self, epoch: int) -> None:
+        """The epoch whose crops plain indices draw. Workers see it only when they start (persistent
+        workers never again): wrap the sampler in `labkit.samplers.epoch_tagged.EpochTagged` instead."""
+        self.epoch = int(epoch)
+
+    def _load(self, index: int, epoch: int = 0) -> torch.Tensor:
+        raw = self.read_raw(index)
+        return self.decode_raw(raw) if self.crop is None else self.crop_raw(raw, index, epoch)
 
     def sample_path(self, index: int) -> str:
         """Where sample ``index`` comes from, for error messages and reports."""
@@ -123,9 +153,9 @@ class LabeledImageDataset(Dataset):
             raise LabkitIndexError(f"sample index {index} out of range for a dataset of {n} samples")
         return int(index) % n
 
-    def _try_load(self, index: int) -> Sample:
+    def _try_load(self, index: int, epoch: int) -> Sample:
         try:
-            image = self._load(index)
+            image = self._load(index, epoch)
         except _LOAD_ERRORS as e:
             raise SampleError(f"sample {index} ({self.sample_path(index)!r}): {e}. Remove or replace the file, "
                               "or pass on_error='skip' to substitute another sample and record it in "
@@ -135,9 +165,10 @@ class LabeledImageDataset(Dataset):
         return image, int(self.labels[index])
 
     def __getitem__(self, index: int) -> Sample:
+        epoch = epoch_of(index, self.epoch)
         index = self._check_index(index)
         if self._skips is None:
-            return self._try_load(index)
+            return self._try_load(index, epoch)
         n = len(self)
         stride = _probe_stride(n)
         # The substitute for `index` is the first loadable sample of a fixed probe sequence, so it is
@@ -147,7 +178,7 @@ class LabeledImageDataset(Dataset):
             candidate = (index + k * stride) % n
             if candidate not in self._known_broken:
                 try:
-                    sample = self._try_load(candidate)
+                    sample = self._try_load(candidate, epoch)
                 except SampleError as e:
                     error = str(e.__cause__)
                     if isinstance(e.__cause__, _LASTING_ERRORS):  # a failed read (EIO, EMFILE) may succeed later
@@ -170,7 +201,7 @@ class LabeledImageDataset(Dataset):
         checked = [self._check_index(i) for i in indices]
         out: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
         for k in np.argsort(self._storage_order(checked), kind="stable"):
-            out[k] = self[checked[k]]
+            out[k] = self[indices[k]]  # as it came: an EpochIndex keeps its epoch
         return out
 
     def _storage_order(self, indices: List[int]) -> np.ndarray:
@@ -205,8 +236,8 @@ class ImageFolderDataset(LabeledImageDataset):
 
     def __init__(self, root: PathLike, decoder: str = "pil", size: Size = 256,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS) -> None:
-        super().__init__(transform, on_error)
+                 max_pixels: int = MAX_PIXELS, crop: Optional[RandomResizedCrop] = None) -> None:
+        super().__init__(transform, on_error, crop)
         index = scan_image_folder(root)
         self.root = index.root
         self.classes = index.classes
@@ -214,7 +245,7 @@ class ImageFolderDataset(LabeledImageDataset):
         self.labels = index.labels
         self.decoder = decoder
         self._decode = get_decoder(decoder)
-        self.size = target_hw(size)
+        self.size = target_hw(size) if crop is None else crop.output_hw
         self.max_pixels = max_pixels
 
     def sample_path(self, index: int) -> str:
@@ -227,9 +258,12 @@ class ImageFolderDataset(LabeledImageDataset):
     def decode_raw(self, raw: bytes) -> torch.Tensor:
         return self._decode(raw, self.size, self.max_pixels)
 
+    def crop_raw(self, raw: bytes, index: int, epoch: int) -> torch.Tensor:
+        return self.crop.decode(raw, index, epoch, self.decoder, self.max_pixels)  # type: ignore[union-attr]
+
     def __repr__(self) -> str:
         return (f"ImageFolderDataset({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
-                f"decoder={self.decoder!r}, size={self.size})")
+                f"decoder={self.decoder!r}, size={self.size}{_crop_note(self.crop, self.decoder)})")
 
 
 class PackBackedDataset(LabeledImageDataset):
@@ -237,8 +271,8 @@ class PackBackedDataset(LabeledImageDataset):
     and batched reads in file order."""
 
     def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
-                 check_crc: bool, kind: str, wrong_kind: str) -> None:
-        super().__init__(transform, on_error)
+                 check_crc: bool, kind: str, wrong_kind: str, crop: Optional[RandomResizedCrop] = None) -> None:
+        super().__init__(transform, on_error, crop)
         self.reader = PackReader(pack_path, check_crc=check_crc)
         if self.reader.kind != kind:
             raise LabkitValueError(f"{self.reader.path}: {wrong_kind}")
@@ -257,12 +291,12 @@ class PackedDataset(PackBackedDataset):
 
     def __init__(self, pack_path: PathLike, decoder: str = "pil", size: Size = 256,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, check_crc: bool = True) -> None:
+                 max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Optional[RandomResizedCrop] = None) -> None:
         super().__init__(pack_path, transform, on_error, check_crc, "encoded",
-                         "holds decoded arrays; open it with DecodedArrayDataset")
+                         "holds decoded arrays; open it with DecodedArrayDataset", crop)
         self.decoder = decoder
         self._decode = get_decoder(decoder)
-        self.size = target_hw(size)
+        self.size = target_hw(size) if crop is None else crop.output_hw
         self.max_pixels = max_pixels
 
     def read_raw(self, index: int) -> bytes:
@@ -271,9 +305,12 @@ class PackedDataset(PackBackedDataset):
     def decode_raw(self, raw: bytes) -> torch.Tensor:
         return self._decode(raw, self.size, self.max_pixels)
 
+    def crop_raw(self, raw: bytes, index: int, epoch: int) -> torch.Tensor:
+        return self.crop.decode(raw, index, epoch, self.decoder, self.max_pixels)  # type: ignore[union-attr]
+
     def __repr__(self) -> str:
         return (f"PackedDataset({self.reader.path!r}, {len(self)} images, {len(self.classes)} classes, "
-                f"decoder={self.decoder!r}, size={self.size})")
+                f"decoder={self.decoder!r}, size={self.size}{_crop_note(self.crop, self.decoder)})")
 
 
 class DecodedArrayDataset(PackBackedDataset):
@@ -284,15 +321,17 @@ class DecodedArrayDataset(PackBackedDataset):
     """
 
     def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]] = None,
-                 on_error: str = "raise", size: Size = None, check_crc: bool = True) -> None:
+                 on_error: str = "raise", size: Size = None, check_crc: bool = True,
+                 crop: Optional[RandomResizedCrop] = None) -> None:
         super().__init__(pack_path, transform, on_error, check_crc, "decoded",
                          "holds encoded images; open it with PackedDataset, or make a decoded pack with "
-                         "`labkit pack --decoded SIZE`")
+                         "`labkit pack --decoded SIZE`", crop)
         stored = tuple(self.reader.decoded_shape[-2:])
         if size is not None and target_hw(size) != stored:
             raise LabkitValueError(f"{self.reader.path}: images are stored at {stored[0]}x{stored[1]}, not {size}; "
                              "re-pack with `labkit pack --decoded` at the size you need")
-        self.size = stored
+        self.stored_hw: Tuple[int, int] = (int(stored[0]), int(stored[1]))
+        self.size = self.stored_hw if crop is None else crop.output_hw
 
     def read_raw(self, index: int) -> np.ndarray:
         return self.reader.read_decoded([index])[0]
@@ -300,7 +339,14 @@ class DecodedArrayDataset(PackBackedDataset):
     def decode_raw(self, raw: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(raw)
 
+    def crop_raw(self, raw: np.ndarray, index: int, epoch: int) -> torch.Tensor:
+        """The crop taken from the stored image: its box is drawn for the stored size."""
+        box = self.crop.draw(*self.stored_hw, index, epoch)  # type: ignore[union-attr]
+        return crop_resize_flip(torch.from_numpy(raw), box, self.size)
+
     def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
+        if self.crop is not None:  # each sample its own box: per sample, from the mapping
+            return super().__getitems__(indices)
         checked = [self._check_index(i) for i in indices]
         batch = batch_buffer((len(checked), *self.reader.decoded_shape))
         try:
@@ -311,7 +357,8 @@ class DecodedArrayDataset(PackBackedDataset):
         return [(img, int(self.labels[i])) for img, i in zip(images, checked)]
 
     def __repr__(self) -> str:
-        return f"DecodedArrayDataset({self.reader.path!r}, {len(self)} images of {self.reader.decoded_shape})"
+        crop = "" if self.crop is None else f", crops {self.crop.output_hw[0]}x{self.crop.output_hw[1]} from them"
+        return f"DecodedArrayDataset({self.reader.path!r}, {len(self)} images of {self.reader.decoded_shape}{crop})"
 
 
 class EncodedPackDataset(PackBackedDataset):

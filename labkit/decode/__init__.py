@@ -24,4 +24,10 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "open_image": "decoders",
     "target_hw": "decoders",
     "psnr": "decoders",
+    "RandomResizedCrop": "random_crop",
+    "CropBox": "random_crop",
+    "draw_box": "random_crop",
+    "decode_box": "random_crop",
+    "crop_resize_flip": "random_crop",
+    "crops_in_decode": "random_crop",
 })

@@ -19,6 +19,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassBalancedSampler": "resumable",
     "GroupedBatchSampler": "resumable",
     "RandomOffsetSequentialSampler": "resumable",
+    "EpochTagged": "epoch_tagged",
     "shuffle_buffer_order": "order_scores",
     "page_buffer_order": "order_scores",
     "batch_class_entropy": "order_scores",

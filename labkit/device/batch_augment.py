@@ -1,0 +1,96 @@
+"""Per-sample random augmentation of a batch already on the device, in one pass.
+
+torchvision's v2 transforms applied to a batch tensor draw one set of random parameters for the whole
+batch: every image gets the same crop and the same flip. `BatchRandomResizedCrop` gives each sample its
+own random-resized crop (the same boxes as `labkit.decode.random_crop.RandomResizedCrop` with the same
+seed, for images of the batch's size), its own flip and, optionally, its own brightness and contrast.
+The crops are one ``torchvision.ops.roi_align`` call over the whole batch: every output pixel averages
+the input pixels of its cell (``sampling_ratio`` adaptive), which is the antialiasing a downscaling
+resize needs, and per-sample boxes cost no more than one. Flip, brightness, contrast and the
+normalisation are elementwise passes over the output, which is smaller than the input.
+
+Boxes and factors are drawn on the CPU from (seed, epoch, key) per sample, a few numbers each, and moved
+to the device with the batch: the same draws on a CPU and on CUDA, resumable, and independent of how the
+batch was assembled. ``keys`` identify the samples (their dataset indices, or their position in the epoch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from labkit.core.errors import LabkitValueError
+from labkit.decode.decoders import Size, target_hw
+from labkit.decode.random_crop import draw_box
+from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, normalize_affine
+
+Keys = Union[Sequence[int], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class BatchRandomResizedCrop:
+    """Each sample of an N×C×H×W batch (uint8 or float, any device) cropped, resized to ``size``, flipped
+    with probability ``flip`` and, with ``brightness``/``contrast`` b > 0, scaled by a factor drawn
+    uniformly from [1 - b, 1 + b]; out comes float32, normalised with ``mean``/``std`` (``None``: 0..255)."""
+
+    size: Size = 224
+    scale: Tuple[float, float] = (0.08, 1.0)
+    ratio: Tuple[float, float] = (3 / 4, 4 / 3)
+    flip: float = 0.5
+    brightness: float = 0.0
+    contrast: float = 0.0
+    seed: int = 0
+    mean: Optional[Sequence[float]] = IMAGENET_MEAN
+    std: Optional[Sequence[float]] = IMAGENET_STD
+
+    def __post_init__(self) -> None:
+        if target_hw(self.size) is None:
+            raise LabkitValueError("BatchRandomResizedCrop needs an output size (an int or (height, width))")
+        for name in ("brightness", "contrast"):
+            if not 0 <= getattr(self, name) < 1:
+                raise LabkitValueError(f"{name}={getattr(self, name)}: a factor's spread, 0 <= b < 1")
+        if (self.mean is None) != (self.std is None):
+            raise LabkitValueError("give both mean and std to normalise, or neither for 0..255 floats")
+
+    def parameters(self, height: int, width: int, keys: Keys, epoch: int = 0) -> np.ndarray:
+        """Per sample: top, left, height, width of its box, flip (0/1), brightness and contrast factors."""
+        rows = []
+        for key in (keys.tolist() if isinstance(keys, torch.Tensor) else keys):
+            rng = np.random.default_rng([self.seed, epoch, int(key)])
+            box = draw_box(height, width, rng, self.scale, self.ratio, self.flip)
+            b = rng.uniform(1 - self.brightness, 1 + self.brightness) if self.brightness else 1.0
+            c = rng.uniform(1 - self.contrast, 1 + self.contrast) if self.contrast else 1.0
+            rows.append((box.top, box.left, box.height, box.width, float(box.flip), b, c))
+        return np.asarray(rows, dtype=np.float64).reshape(-1, 7)
+
+    def __call__(self, images: torch.Tensor, keys: Keys, epoch: int = 0) -> torch.Tensor:
+        from torchvision.ops import roi_align
+
+        if images.ndim != 4:
+            raise LabkitValueError(f"images of shape {tuple(images.shape)}: pass a batch, N x C x H x W")
+        n, _, height, width = images.shape
+        if len(keys) != n:
+            raise LabkitValueError(f"{len(keys)} keys for {n} images: one key (e.g. its dataset index) per sample")
+        params = torch.as_tensor(self.parameters(height, width, keys, epoch), dtype=torch.float32)
+        top, left, h, w, flip, bright, contrast = params.unbind(1)
+        boxes = torch.stack([torch.arange(n, dtype=torch.float32), left, top, left + w, top + h], 1)
+        out_h, out_w = target_hw(self.size)  # type: ignore[misc]
+        x = images if images.is_floating_point() else images.to(torch.float32)
+        out = roi_align(x, boxes.to(images.device), (out_h, out_w), spatial_scale=1.0, sampling_ratio=-1, aligned=True)
+        flip = flip.to(images.device).bool()
+        if flip.any():
+            out[flip] = out[flip].flip(-1)
+        if self.contrast:  # around each image's own mean grey, as torchvision's adjust_contrast
+            grey = out.mean(dim=(1, 2, 3), keepdim=True)
+            out.sub_(grey).mul_(contrast.to(images.device).view(-1, 1, 1, 1)).add_(grey)
+        if self.brightness:
+            out.mul_(bright.to(images.device).view(-1, 1, 1, 1))
+        if self.brightness or self.contrast:
+            out.clamp_(0, 255)
+        if self.mean is not None:
+            scale, shift = normalize_affine(self.mean, self.std, images.device)  # type: ignore[arg-type]
+            out.mul_(scale).add_(shift)
+        return out
