@@ -62,6 +62,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "LoaderWorkerError": "labkit.workers.watchdog",
     # device
     "DevicePrefetcher": "labkit.device.transfer",
+    "BatchRandomResizedCrop": "labkit.device.batch_augment",
     "normalize_uint8": "labkit.device.transfer",
     # distributed
     "init_from_env": "labkit.distributed.ranks",

@@ -6,7 +6,8 @@ of them away (the crop keeps 8-100 % of the area, 54 % on average). Here the cro
 (same scale and ratio ranges, same ten tries and central fallback), so the JPEG decoder can be told
 how much detail the box needs: ``pil-reduced`` asks libjpeg for the smallest DCT scale (1/2, 1/4,
 1/8) at which the box is still at least the output size, and resizes only the box's pixels
-(sub-pixel exact, antialiased). A decoder that cannot scale its decode (``pil``, ``torchvision``, a
+(antialiased; PIL's region resize, exact to the sub-pixel, where the scaled box falls between pixels,
+torch's faster uint8 kernel where the decode is at full scale). A decoder that cannot scale its decode (``pil``, ``torchvision``, a
 PNG) decodes the whole image and crops the same box: the same pixels, within the DCT scaling's
 difference, at the full decode's cost (`crops_in_decode` says which do).
 
@@ -149,13 +150,15 @@ def decode_box(data: bytes, box: CropBox, output_hw: Tuple[int, int], decoder: s
             raise DecodeError(f"decoded {tuple(full.shape[-2:])} but the box was drawn for {box.image_hw}")
         return crop_resize_flip(full, box, output_hw)
     img = open_image(data, max_pixels)
+    s = dct_scale(box, output_hw) if img.format == "JPEG" else 1
     try:
-        if img.format == "JPEG":
-            s = dct_scale(box, output_hw)
-            if s > 1:  # the reduction is one number: the same in the stored orientation as in the shown one
-                stored_w, stored_h = img.size
-                img.draft("RGB", (max(1, stored_w // s), max(1, stored_h // s)))
+        if s > 1:  # the reduction is one number: the same in the stored orientation as in the shown one
+            stored_w, stored_h = img.size
+            img.draft("RGB", (max(1, stored_w // s), max(1, stored_h // s)))
         img = to_rgb(img)
+        if s == 1:  # full detail: the box is whole pixels, and torch's uint8 kernel is the faster resize
+            return crop_resize_flip(torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1), box, output_hw)
+        # Scaled: the box falls between pixels; PIL resizes exactly that region, its sub-pixel edges included.
         fy, fx = img.size[1] / box.image_hw[0], img.size[0] / box.image_hw[1]
         region = (box.left * fx, box.top * fy, (box.left + box.width) * fx, (box.top + box.height) * fy)
         out = img.resize((output_hw[1], output_hw[0]), Image.BILINEAR, box=region)

@@ -15,4 +15,6 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "normalize_mix_uint8": "transfer",
     "to_device": "transfer",
     "DevicePrefetcher": "transfer",
+    "normalize_affine": "transfer",
+    "BatchRandomResizedCrop": "batch_augment",
 })
