@@ -75,11 +75,11 @@ def write_mds(folder: str, out: str) -> None:
             writer.write({"image": Image.open(file), "label": label})
 
 
-def webdataset_loader(shards: List[str], batch: int, workers: int) -> DataLoader:
+def webdataset_loader(shards: List[str], batch: int, workers: int, transform: Callable = TRANSFORM) -> DataLoader:
     import webdataset as wds
 
     dataset = (wds.WebDataset(shards, shardshuffle=len(shards), nodesplitter=wds.split_by_node)
-               .shuffle(1000).decode("pil").to_tuple("jpg", "cls").map_tuple(TRANSFORM, int).batched(batch))
+               .shuffle(1000).decode("pil").to_tuple("jpg", "cls").map_tuple(transform, int).batched(batch))
     return wds.WebLoader(dataset, batch_size=None, num_workers=workers)
 
 
@@ -87,13 +87,13 @@ class _MDSImages:
     """Built lazily so that importing this file does not need the streaming package."""
 
     @staticmethod
-    def build(local: str, batch: int) -> Any:
+    def build(local: str, batch: int, transform: Callable = TRANSFORM) -> Any:
         from streaming import StreamingDataset
 
         class Images(StreamingDataset):
             def __getitem__(self, i: int) -> tuple:
                 sample = super().__getitem__(i)
-                return TRANSFORM(sample["image"].convert("RGB")), sample["label"]
+                return transform(sample["image"].convert("RGB")), sample["label"]
 
         return Images(local=local, shuffle=True, batch_size=batch)
 

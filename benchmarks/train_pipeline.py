@@ -11,8 +11,9 @@ photo-like 800x600 JPEGs; ``--small`` adds a 160x120 set, where every crop is an
   each sample cropped in the workers (per sample) or by `labkit.device.batch_augment.BatchRandomResizedCrop`
   on the batch in the main process (here the "device" is the CPU; on a GPU the same code runs there), both
   ending normalised float;
-* peers with their own training pipelines where they import (``pip install -e ".[peers]"``); one that does
-  not is reported with the exact error.
+* peers, where they import (``pip install -e ".[peers]"``): WebDataset and MosaicML Streaming with the
+  torchvision training transform in their workers; one that does not import is reported with the exact
+  error (FFCV, DALI and LitData's own pipelines are not in this version).
 Runs alternate between contenders; each run is a fresh loader, one warm-up batch, then ``--batches``
 batches; the median of ``--runs`` is reported with each ratio. JSON and PNG go to benchmarks/results/.
 """
@@ -33,7 +34,7 @@ from torch.utils.data import DataLoader, RandomSampler
 from labkit.collate.collate_fns import stack_uint8
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.course.synthetic_data import PhotoSpec, make_photos
-from labkit.course.workspace import data_root, prepare
+from labkit.course.workspace import data_root, derived_folder, prepare
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
 from labkit.decode.random_crop import RandomResizedCrop, crop_resize_flip
 from labkit.device.batch_augment import BatchRandomResizedCrop
@@ -44,14 +45,43 @@ from labkit.samplers.epoch_tagged import EpochTagged
 OUT = 224
 BATCH = 64
 SMALL = PhotoSpec(n=512, width=160, height=120, seed=3)
+PEERS = ("ffcv", "nvidia-dali", "litdata", "webdataset", "mosaicml-streaming")
+
+
+def training_transform() -> Callable[[Any], torch.Tensor]:
+    """What every tutorial shows, on a PIL image: uint8 tensor, random-resized crop, flip."""
+    from torchvision.transforms import v2
+
+    return v2.Compose([v2.PILToTensor(), v2.RandomResizedCrop(OUT, antialias=True), v2.RandomHorizontalFlip()])
 
 
 def torchvision_loader(folder: str, workers: int) -> DataLoader:
     from torchvision.datasets import ImageFolder
-    from torchvision.transforms import v2
 
-    transform = v2.Compose([v2.PILToTensor(), v2.RandomResizedCrop(OUT, antialias=True), v2.RandomHorizontalFlip()])
-    return DataLoader(ImageFolder(folder, transform=transform), batch_size=BATCH, shuffle=True, num_workers=workers)
+    return DataLoader(ImageFolder(folder, transform=training_transform()), batch_size=BATCH, shuffle=True,
+                      num_workers=workers)
+
+
+def peer_loaders(folder: str, workers: int) -> Dict[str, Callable[[], Any]]:
+    """WebDataset and MosaicML Streaming, each with the training transform in its workers, where they import.
+
+    Their shards are written once per run where the kit keeps what it derives from ``folder`` (never beside
+    a user's folder); MDS stores the images re-encoded by PIL, as its ``jpeg`` column does.
+    """
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from peers import _MDSImages, webdataset_loader, write_mds, write_tar_shards
+
+    place = derived_folder(folder, None)
+    name = os.path.basename(os.path.abspath(folder))
+    found: Dict[str, Callable[[], Any]] = {}
+    if peer_status()["webdataset"] == "imports":
+        shards = write_tar_shards(folder, os.path.join(place, f"{name}-wds"), shards_wanted=4 * workers)
+        found["webdataset"] = lambda: webdataset_loader(shards, BATCH, workers, training_transform())
+    if peer_status()["mosaicml-streaming"] == "imports":
+        write_mds(folder, os.path.join(place, f"{name}-mds"))
+        mds = _MDSImages.build(os.path.join(place, f"{name}-mds"), BATCH, training_transform())
+        found["mosaicml-streaming"] = lambda: DataLoader(mds, batch_size=BATCH, num_workers=workers)
+    return found
 
 
 def labkit_loader(dataset: Any, workers: int) -> DataLoader:
@@ -101,14 +131,13 @@ def timed_run(make: Callable[[], Any], batches: int) -> float:
 def peer_status() -> Dict[str, str]:
     """Whether each peer imports here, or the exact error that keeps it out."""
     found: Dict[str, Any] = {}
-    for name, module in (("ffcv", "ffcv"), ("nvidia-dali", "nvidia.dali"), ("litdata", "litdata"),
-                         ("webdataset", "webdataset"), ("mosaicml-streaming", "streaming")):
+    for name, module in zip(PEERS, ("ffcv", "nvidia.dali", "litdata", "webdataset", "streaming")):
         try:
             __import__(module)
         except Exception as e:  # the exact error is the result
             found[name] = f"{type(e).__name__}: {e}"
         else:
-            found[name] = "imports, but its training pipeline is not in this benchmark yet"
+            found[name] = "imports"
     return found
 
 
@@ -125,6 +154,7 @@ def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs
                                                                   shuffle=True, num_workers=workers,
                                                                   collate_fn=stack_uint8)),
     }
+    contenders.update(peer_loaders(folder, workers))
     rates: Dict[str, List[float]] = {name: [] for name in contenders}
     from tqdm.auto import tqdm
 
@@ -134,8 +164,11 @@ def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs
                 rates[name].append(timed_run(make, batches))
                 bar.update()
     median = {k: statistics.median(v) for k, v in rates.items()}
+    peers = [k for k in median if k in PEERS]
+    best = {f"labkit pack / {max(peers, key=median.get)} (best peer)":
+            median["labkit pack"] / max(median[p] for p in peers)} if peers else {}
     return {"images_per_s": rates, "median_images_per_s": median,
-            "ratios": {"labkit folder / torchvision": median["labkit folder"] / median["torchvision"],
+            "ratios": {**best, "labkit folder / torchvision": median["labkit folder"] / median["torchvision"],
                        "labkit pack / torchvision": median["labkit pack"] / median["torchvision"],
                        "device crop / workers crop": median["device crop 256->224"] / median["workers crop 256->224"]}}
 
