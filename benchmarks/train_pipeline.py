@@ -25,7 +25,6 @@ import json
 import os
 import statistics
 import sys
-import time
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -41,6 +40,9 @@ from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
 from labkit.measure.loader_timing import describe_machine, machine_info
 from labkit.samplers.epoch_tagged import EpochTagged
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import timed_run  # noqa: E402  (the benchmarks share one timing loop)
 
 OUT = 224
 BATCH = 64
@@ -68,7 +70,6 @@ def peer_loaders(folder: str, workers: int) -> Dict[str, Callable[[], Any]]:
     Their shards are written once per run where the kit keeps what it derives from ``folder`` (never beside
     a user's folder); MDS stores the images re-encoded by PIL, as its ``jpeg`` column does.
     """
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from peers import _MDSImages, webdataset_loader, write_mds, write_tar_shards
 
     place = derived_folder(folder, None)
@@ -113,19 +114,6 @@ def device_cropped(loader: DataLoader) -> Any:
     augment = BatchRandomResizedCrop(OUT)
     for step, (images, labels) in enumerate(loader):
         yield augment(images, keys=range(step * BATCH, step * BATCH + len(images))), labels
-
-
-def timed_run(make: Callable[[], Any], batches: int) -> float:
-    """images/s of ``batches`` batches after one warm-up batch (which pays for the workers' start)."""
-    iterator = iter(make())
-    next(iterator)
-    images, t0 = 0, time.perf_counter()
-    for _ in range(batches):
-        try:
-            images += len(next(iterator)[0])
-        except StopIteration:
-            break
-    return images / (time.perf_counter() - t0)
 
 
 def peer_status() -> Dict[str, str]:
