@@ -11,7 +11,7 @@ NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -e ".[lab,test]"
+	$(BIN)/python -m pip install -e ".[lab,test,torchcodec]"
 	touch $(STAMP)
 
 # Make the quick data set if it is missing, then run the main job on it.

@@ -6,16 +6,22 @@ photo-like 800x600 JPEGs; ``--small`` adds a 160x120 set, where every crop is an
 * ``torchvision``: ``ImageFolder`` + ``v2.RandomResizedCrop(224)`` + flip after a full PIL decode, the
   pipeline every tutorial shows;
 * ``labkit folder`` / ``labkit pack``: `labkit.decode.random_crop.RandomResizedCrop` inside the
-  ``pil-reduced`` decode, from the folder and from its pack;
+  ``pil-reduced`` decode, from the folder and from its pack, in a DataLoader; ``labkit pack slots`` the same
+  in `labkit.workers.shared_slots.SlotLoader` (workers write into reused shared memory: labkit's CPU loader);
 * ``workers crop 256->224`` against ``device crop 256->224``: images decoded to 256x256 in the workers, then
   each sample cropped in the workers (per sample) or by `labkit.device.batch_augment.BatchRandomResizedCrop`
   on the batch in the main process (here the "device" is the CPU; on a GPU the same code runs there), both
   ending normalised float;
-* peers, where they import (``pip install -e ".[peers]"``): WebDataset and MosaicML Streaming with the
-  torchvision training transform in their workers; one that does not import is reported with the exact
-  error (FFCV, DALI and LitData's own pipelines are not in this version).
-Runs alternate between contenders; each run is a fresh loader, one warm-up batch, then ``--batches``
-batches; the median of ``--runs`` is reported with each ratio. JSON and PNG go to benchmarks/results/.
+* ``labkit pack torchcodec``: the same crops after a full decode by the ``torchcodec`` decoder (a decoder that
+  cannot crop in its decode falls back to that), where torchcodec is installed;
+* peers, where they import (``pip install -e ".[peers]"``, and benchmarks/train_peers.py for FFCV, DALI and
+  LitData): WebDataset and MosaicML Streaming with the torchvision training transform in their workers, FFCV,
+  DALI and LitData with their own training pipelines; one that does not import is reported with the exact error.
+Runs alternate between contenders; each run is a fresh process (a peer's threads cannot outlive its run) with a
+fresh loader, one warm-up batch, then ``--batches`` batches; the median of ``--runs`` is reported with each ratio and its verdict (`labkit.measure.verdict`).
+Before the loaders, one process times each step per image on one core (`decode_floor`): what a full decode,
+a 1/8-scale decode, the baseline and the crop-in-decode cost, which bounds what any DCT-scaled decode can
+gain here. JSON and PNG go to benchmarks/results/.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 from typing import Any, Callable, Dict, List, Optional
 
@@ -35,13 +42,17 @@ from labkit.core.environment import quick_mode, usable_cpus
 from labkit.course.synthetic_data import PhotoSpec, make_photos
 from labkit.course.workspace import data_root, derived_folder, prepare
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
-from labkit.decode.random_crop import RandomResizedCrop, crop_resize_flip
+from labkit.decode.decoders import DECODERS
+from labkit.decode.random_crop import RandomResizedCrop, crop_resize_flip, dct_scale, displayed_hw
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
 from labkit.measure.loader_timing import describe_machine, machine_info
+from labkit.measure.verdict import judge
 from labkit.samplers.epoch_tagged import EpochTagged
+from labkit.workers.shared_slots import SlotLoader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import train_peers  # noqa: E402
 from peers import timed_run  # noqa: E402  (the benchmarks share one timing loop)
 
 OUT = 224
@@ -64,30 +75,98 @@ def torchvision_loader(folder: str, workers: int) -> DataLoader:
                       num_workers=workers)
 
 
-def peer_loaders(folder: str, workers: int) -> Dict[str, Callable[[], Any]]:
-    """WebDataset and MosaicML Streaming, each with the training transform in its workers, where they import.
-
-    Their shards are written once per run where the kit keeps what it derives from ``folder`` (never beside
-    a user's folder); MDS stores the images re-encoded by PIL, as its ``jpeg`` column does.
-    """
-    from peers import _MDSImages, webdataset_loader, write_mds, write_tar_shards
+def write_peer_stores(folder: str, workers: int) -> Dict[str, Any]:
+    """Each importable peer's own store of ``folder``, written once, where the kit keeps what it derives from a
+    folder (never beside a user's photos): {peer: its path(s)}. MDS stores the images re-encoded by PIL, as its
+    ``jpeg`` column does, FFCV by OpenCV; DALI reads the folder itself."""
+    from peers import write_mds, write_tar_shards
 
     place = derived_folder(folder, None)
     name = os.path.basename(os.path.abspath(folder))
-    found: Dict[str, Callable[[], Any]] = {}
-    if peer_status()["webdataset"] == "imports":
-        shards = write_tar_shards(folder, os.path.join(place, f"{name}-wds"), shards_wanted=4 * workers)
-        found["webdataset"] = lambda: webdataset_loader(shards, BATCH, workers, training_transform())
-    if peer_status()["mosaicml-streaming"] == "imports":
-        write_mds(folder, os.path.join(place, f"{name}-mds"))
-        mds = _MDSImages.build(os.path.join(place, f"{name}-mds"), BATCH, training_transform())
-        found["mosaicml-streaming"] = lambda: DataLoader(mds, batch_size=BATCH, num_workers=workers)
-    return found
+    status = peer_status()
+    stores: Dict[str, Any] = {}
+    if status["ffcv"] == "imports":
+        stores["ffcv"] = train_peers.write_beton(folder, os.path.join(place, f"{name}.beton"), workers)
+    if status["nvidia-dali"] == "imports":
+        stores["nvidia-dali"] = folder
+    if status["litdata"] == "imports":
+        stores["litdata"] = train_peers.write_litdata(folder, os.path.join(place, f"{name}-litdata"), workers)
+    if status["webdataset"] == "imports":
+        stores["webdataset"] = write_tar_shards(folder, os.path.join(place, f"{name}-wds"), shards_wanted=4 * workers)
+    if status["mosaicml-streaming"] == "imports":
+        stores["mosaicml-streaming"] = os.path.join(place, f"{name}-mds")
+        write_mds(folder, stores["mosaicml-streaming"])
+    return stores
+
+
+def peer_loader(name: str, store: Any, workers: int) -> Any:
+    """Peer ``name``'s training loader over the store `write_peer_stores` wrote for it."""
+    if name == "ffcv":
+        return train_peers.ffcv_loader(store, BATCH, workers, OUT)
+    if name == "nvidia-dali":
+        return train_peers.dali_loader(store, BATCH, workers, OUT)
+    if name == "litdata":
+        return train_peers.litdata_loader(store, BATCH, workers, training_transform())
+    from peers import _MDSImages, webdataset_loader
+
+    if name == "webdataset":
+        return webdataset_loader(store, BATCH, workers, training_transform())
+    return DataLoader(_MDSImages.build(store, BATCH, training_transform()), batch_size=BATCH, num_workers=workers)
+
+
+def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, float]:
+    """Milliseconds per image on one core, best of ``repeats`` passes over ``count`` files: a full decode, a
+    1/8-scale decode (the least a DCT-scaled decode can cost: its entropy decoding is never skipped), the
+    tutorial pipeline, and labkit's crop-in-decode, with the share of boxes each DCT scale served."""
+    import time
+    from io import BytesIO
+
+    from PIL import Image
+
+    from labkit.decode.decoders import open_image
+
+    blobs = [open(path, "rb").read() for path, _ in train_peers.samples(folder)[:count]]
+    crop, baseline = RandomResizedCrop(OUT), training_transform()
+
+    def full(i: int, data: bytes) -> None:
+        Image.open(BytesIO(data)).load()
+
+    def eighth(i: int, data: bytes) -> None:
+        img = Image.open(BytesIO(data))
+        img.draft("RGB", (max(1, img.size[0] // 8), max(1, img.size[1] // 8)))
+        img.load()
+
+    steps = {"full decode (PIL)": full, "1/8-scale decode (PIL draft)": eighth,
+             "torchvision baseline": lambda i, data: baseline(Image.open(BytesIO(data)).convert("RGB")),
+             "labkit crop-in-decode": lambda i, data: crop.decode(data, i)}
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ms = {}
+        for name, step in steps.items():
+            passes = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                for i, data in enumerate(blobs):
+                    step(i, data)
+                passes.append((time.perf_counter() - t0) / len(blobs) * 1000)
+            ms[name] = min(passes)
+    finally:
+        torch.set_num_threads(threads)
+    scales = [dct_scale(crop.draw(*displayed_hw(open_image(data)), i), crop.output_hw) for i, data in enumerate(blobs)]
+    return {"ms_per_image": ms, "dct_scale_share": {f"1/{s}": scales.count(s) / len(scales) for s in sorted(set(scales))},
+            "images": len(blobs)}
 
 
 def labkit_loader(dataset: Any, workers: int) -> DataLoader:
     return DataLoader(dataset, batch_size=BATCH, sampler=EpochTagged(RandomSampler(dataset)), num_workers=workers,
                       collate_fn=stack_uint8)
+
+
+def slot_loader(dataset: Any, workers: int) -> SlotLoader:
+    """labkit's loader on a CPU (as ``labkit ablation``'s t5): workers write batches into reused shared memory."""
+    return SlotLoader(dataset, BATCH, sampler=EpochTagged(RandomSampler(dataset)), num_workers=workers,
+                      image_shape=(3, OUT, OUT))
 
 
 class CropInWorkers:
@@ -129,36 +208,74 @@ def peer_status() -> Dict[str, str]:
     return found
 
 
-def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs: int,
-            batches: int) -> Dict[str, Any]:
+def contenders(folder: str, pack: str, decoded: str, workers: int,
+               stores: Dict[str, Any]) -> Dict[str, Callable[[], Any]]:
+    """Every contender's loader factory, by name."""
     crop = RandomResizedCrop(OUT)
-    contenders: Dict[str, Callable[[], Any]] = {
+    found: Dict[str, Callable[[], Any]] = {
         "torchvision": lambda: torchvision_loader(folder, workers),
         "labkit folder": lambda: labkit_loader(ImageFolderDataset(folder, "pil-reduced", crop=crop), workers),
         "labkit pack": lambda: labkit_loader(PackedDataset(pack, "pil-reduced", crop=crop), workers),
+        "labkit pack slots": lambda: slot_loader(PackedDataset(pack, "pil-reduced", crop=crop), workers),
+        **({"labkit pack torchcodec": lambda: labkit_loader(PackedDataset(pack, "torchcodec", crop=crop), workers)}
+           if "torchcodec" in DECODERS else {}),
         "workers crop 256->224": lambda: normalised(DataLoader(CropInWorkers(decoded), batch_size=BATCH,
                                                                shuffle=True, num_workers=workers)),
         "device crop 256->224": lambda: device_cropped(DataLoader(DecodedArrayDataset(decoded), batch_size=BATCH,
                                                                   shuffle=True, num_workers=workers,
                                                                   collate_fn=stack_uint8)),
     }
-    contenders.update(peer_loaders(folder, workers))
-    rates: Dict[str, List[float]] = {name: [] for name in contenders}
+    found.update({name: (lambda name=name, store=store: peer_loader(name, store, workers))
+                  for name, store in stores.items()})
+    return found
+
+
+def isolated_run(name: str, folder: str, pack: str, decoded: str, workers: int, batches: int,
+                 stores: Dict[str, Any]) -> float:
+    """images/s of one run of contender ``name`` in a fresh process: threads a peer leaves behind (FFCV's and
+    DALI's pipelines run in threads of the process that made them) cannot slow the contenders after it."""
+    job = {"name": name, "folder": folder, "pack": pack, "decoded": decoded, "workers": workers, "batches": batches,
+           "stores": stores}
+    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", json.dumps(job)],
+                          capture_output=True, text=True)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise SystemExit(f"{name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return float(json.loads(lines[-1])["images_per_s"])
+
+
+def run_one(job: Dict[str, Any]) -> None:
+    """The child's side of `isolated_run`: one timed run, its rate printed as the last line of JSON."""
+    make = contenders(job["folder"], job["pack"], job["decoded"], job["workers"], job["stores"])[job["name"]]
+    print(json.dumps({"images_per_s": timed_run(make, job["batches"])}), flush=True)
+
+
+def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs: int,
+            batches: int) -> Dict[str, Any]:
+    stores = write_peer_stores(folder, workers)
+    names = list(contenders(folder, pack, decoded, workers, stores))
+    rates: Dict[str, List[float]] = {name: [] for name in names}
     from tqdm.auto import tqdm
 
-    with tqdm(total=runs * len(contenders), desc=label, unit="run", file=sys.stderr) as bar:
+    with tqdm(total=runs * len(names), desc=label, unit="run", file=sys.stderr) as bar:
         for _ in range(runs):
-            for name, make in contenders.items():
-                rates[name].append(timed_run(make, batches))
+            for name in names:
+                rates[name].append(isolated_run(name, folder, pack, decoded, workers, batches, stores))
                 bar.update()
     median = {k: statistics.median(v) for k, v in rates.items()}
     peers = [k for k in median if k in PEERS]
-    best = {f"labkit pack / {max(peers, key=median.get)} (best peer)":
-            median["labkit pack"] / max(median[p] for p in peers)} if peers else {}
-    return {"images_per_s": rates, "median_images_per_s": median,
-            "ratios": {**best, "labkit folder / torchvision": median["labkit folder"] / median["torchvision"],
-                       "labkit pack / torchvision": median["labkit pack"] / median["torchvision"],
-                       "device crop / workers crop": median["device crop 256->224"] / median["workers crop 256->224"]}}
+    ours = max(("labkit folder", "labkit pack", "labkit pack slots"), key=median.get)
+    verdicts = [judge(f"labkit's fastest ({ours}) faster than torchvision", rates["torchvision"], rates[ours], size=2.0,
+                      size_from="the goal is"),
+                judge("labkit folder faster than torchvision", rates["torchvision"], rates["labkit folder"]),
+                judge("device crop faster than workers crop", rates["workers crop 256->224"],
+                      rates["device crop 256->224"])]
+    if peers:
+        best = max(peers, key=median.get)
+        verdicts.insert(1, judge(f"labkit's fastest ({ours}) at least as fast as the best peer ({best})", rates[best],
+                                 rates[ours], min_effect=0.0))
+    return {"images_per_s": rates, "median_images_per_s": median, "floor": decode_floor(folder),
+            "verdicts": [str(v) for v in verdicts]}
 
 
 def plot(results: Dict[str, Any], path: str) -> None:
@@ -187,9 +304,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--batches", type=int, default=None)
     parser.add_argument("--json", default=None)
+    parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child of isolated_run
     args = parser.parse_args(argv)
+    if args.one:
+        return run_one(json.loads(args.one))
     quick = args.quick or quick_mode()
-    runs, batches = args.runs or (3 if quick else 5), args.batches or (2 if quick else 10)
+    runs, batches = args.runs or (2 if quick else 5), args.batches or (2 if quick else 20)
     workers = usable_cpus()
     torch.manual_seed(0)
     sets = {}
@@ -213,8 +333,17 @@ def main(argv: Optional[List[str]] = None) -> None:
         for name, value in measured["median_images_per_s"].items():
             spread = measured["images_per_s"][name]
             print(f"  {name:<24}{value:9.1f} images/s  (runs {min(spread):.1f}-{max(spread):.1f})")
-        for name, ratio in measured["ratios"].items():
-            print(f"  {name}: {ratio:.2f}x")
+        for verdict in measured["verdicts"]:
+            print(f"  {verdict}")
+        floor = measured["floor"]
+        print(f"  one core, ms per image over {floor['images']} files: " +
+              ", ".join(f"{k} {v:.2f}" for k, v in floor["ms_per_image"].items()))
+        ms = floor["ms_per_image"]
+        print(f"  a 1/8-scale decode still costs {ms['1/8-scale decode (PIL draft)'] / ms['full decode (PIL)']:.0%} of "
+              f"a full one; boxes per DCT scale: " +
+              ", ".join(f"{k} {v:.0%}" for k, v in floor["dct_scale_share"].items()) +
+              f"; crop-in-decode / baseline on one core: "
+              f"{ms['torchvision baseline'] / ms['labkit crop-in-decode']:.2f}x")
     for name, status in results["peers"].items():
         print(f"  peer {name}: {status}")
     stem = f"train_pipeline_{info['cpu_count']}cpu{'_quick' if quick else ''}"

@@ -71,6 +71,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "load_checkpoint": "labkit.distributed.checkpoint",
     # measure, diagnose
     "measure_loader": "labkit.measure.loader_timing",
+    "judge": "labkit.measure.verdict",
     "profile_loader": "labkit.measure.step_profile",
     "explain_bottleneck": "labkit.diagnose.bottleneck",
 })

@@ -8,17 +8,20 @@ from torch.utils.data import RandomSampler
 
 from labkit.collate.collate_fns import MixCollate, list_collate, stack_samples, stack_uint8
 from labkit.core.environment import usable_cpus
-from labkit.course.ablation import (VERSIONS, NormalizeInWorker, Result, Settings, budget_note, build_loader,
-                                    device_batches, format_table, run_ablation, seed_notes)
+from labkit.core.errors import LabkitError
+from labkit.course.ablation import (TRAINING_VERSIONS, VERSIONS, NormalizeInWorker, Result, Settings, budget_note,
+                                    build_loader, device_batches, format_table, run_ablation, seed_notes,
+                                    training_notes)
 from labkit.course.workspace import prepare
 from labkit.datasets.map_style import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
 from labkit.device.transfer import DevicePrefetcher
 from labkit.diagnose.autotuner import NO_DECODE, Budget, Config
 from labkit.measure.process_memory import describe_tree_memory, tree_memory_measure
+from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.shared_slots import SlotLoader
 
-V = {v.id: v for v in VERSIONS}
+V = {v.id: v for v in VERSIONS + TRAINING_VERSIONS}
 
 
 @pytest.fixture(scope="module")
@@ -105,15 +108,22 @@ def test_v8_hands_encoded_files_to_the_gpu(ws):
     assert isinstance(loader.dataset, EncodedPackDataset) and loader.collate_fn is list_collate
 
 
-def _result(vid, images_per_s, seed):
-    return Result(vid, vid, images_per_s, 64 / images_per_s, [images_per_s], 0.9, 100.0, None, seed)
+def _result(vid, images_per_s, seed, runs=None):
+    return Result(vid, vid, images_per_s, 64 / images_per_s, runs or [images_per_s * 0.99, images_per_s * 1.01], 0.9,
+                  100.0, None, seed)
 
 
-def test_seed_claims_are_checked_and_reported_with_numbers():
+def test_seed_claims_are_judged_from_the_runs_with_the_seeds_size():
     results = [_result("v1", 100, 0.58), _result("v2", 180, 0.35), _result("v3", 181, 0.26), _result("v4", 150, 0.21)]
     notes = seed_notes(results)
-    assert "holds here" in notes[0] and "1.80x" in notes[0]
-    assert "does NOT hold here" in notes[1] and "does NOT hold here" in notes[2]
+    assert notes[0].endswith("Verdict: v2 faster than v1: held (1.80x, 1.76-1.84x over 2 + 2 passes); the seed "
+                             "measured 1.66x: that size did not hold (here 1.80x)")
+    assert "v3 faster than v2: did not hold" in notes[1] and "v4 faster than v3: did not hold" in notes[2]
+    assert notes[0].startswith("0.640 s -> 0.356 s per step")
+    noisy = seed_notes([_result("v1", 100, 0.58, [80, 120]), _result("v2", 150, 0.35, [110, 190])])
+    assert "within noise" in noisy[0] and "that size is within this run's spread" in noisy[0]
+    single = seed_notes([_result("v1", 100, 0.58, [100]), _result("v2", 150, 0.35, [150])])
+    assert single[0].endswith("from one run each: no verdict (measure --runs 2 or more)")
     table = format_table(results, {"v8": "needs a CUDA device"}, {"cpu_count": 2, "cpu": "x", "device": "cpu",
                                                                  "torch": "t", "torchvision": "tv"}, "header", notes)
     assert "v8  not run: needs a CUDA device" in table and "0.58" in table
@@ -226,3 +236,37 @@ def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     assert v6["cache"]["mapped_by_other_processes"] == [holder.pid] and v6["cache"]["resident_before"] > 0.9
     assert f"mapped by process {holder.pid}, which keeps it cached" in next(
         n for n in report["notes"] if n.startswith("cold run"))
+
+
+def test_t1_crops_after_a_full_decode_in_the_main_process_and_t5_inside_the_decode_in_slots(ws):
+    t1, described = _build("t1", ws)
+    assert isinstance(t1.dataset, ImageFolderDataset) and t1.dataset.decoder == "pil" and t1.num_workers == 0
+    assert t1.dataset.crop.output_hw == (224, 224) and isinstance(t1.sampler, EpochTagged)
+    assert described["crop"] == "RandomResizedCrop(224) + flip"
+    images, _ = next(iter(t1))
+    assert images.dtype == torch.float32 and images.shape == (8, 3, 224, 224)
+    t5, described = _build("t5", ws)
+    assert isinstance(t5, SlotLoader) and t5.dataset.decoder == "pil-reduced" and t5.dataset.crop is not None
+    images, _ = next(iter(t5))
+    assert images.dtype == torch.uint8 and images.shape == (8, 3, 224, 224)
+    assert _build("v5", ws, decoder="pil-reduced")[1]["crop"] is None
+
+
+def test_training_steps_are_judged_one_against_the_one_before_and_t5_against_t1():
+    results = [_result("t1", 100, None), _result("t2", 180, None), _result("t5", 300, None)]
+    notes = training_notes(results)
+    assert [n.split("Verdict: ")[1].split(":")[0] for n in notes] == ["t2 faster than t1", "t5 faster than t2",
+                                                                      "t5 faster than t1"]
+    assert all(": held (" in n for n in notes) and not any("seed measured" in n for n in notes)
+
+
+@pytest.mark.timeout(60)
+def test_the_training_ablation_runs_its_own_versions_and_refuses_the_others(ws, capsys):
+    settings = Settings(batch_size=8, num_workers=1, runs=2, steps=1, min_seconds=0.0, device="cpu")
+    report = run_ablation(ws, settings, only=["t1", "t5"], progress=False, train=True)
+    assert [v["id"] for v in report["versions"]] == ["t1", "t5"]
+    printed = capsys.readouterr().out
+    assert "RandomResizedCrop(224) + flip, batch 8" in printed and "vs t1" in printed
+    assert "Verdict: t5 faster than t1:" in printed
+    with pytest.raises(LabkitError, match="no version v5 in the training ablation; its versions: t1, t2, t3, t5"):
+        run_ablation(ws, settings, only=["v5"], progress=False, train=True)

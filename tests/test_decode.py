@@ -207,3 +207,17 @@ def test_batched_jpeg_decode_on_cuda_is_close_to_cpu():
     on_gpu = decode_jpeg_batch(blobs, 256, device="cuda").cpu()
     on_cpu = decode_jpeg_batch(blobs, 256, device="cpu")
     assert all(psnr(a, b) >= 30 for a, b in zip(on_gpu, on_cpu))
+
+
+def test_without_torchcodec_its_decoder_is_unlisted_and_named_with_the_install(monkeypatch):
+    from labkit.core.errors import LabkitError
+    from labkit.decode import decoders
+
+    monkeypatch.setattr(decoders, "torchcodec_available", lambda: False)
+    monkeypatch.delitem(decoders.DECODERS, "torchcodec", raising=False)
+    with pytest.raises(LabkitError, match=r"pip install 'labkit\[torchcodec\]'"):
+        get_decoder("torchcodec")
+    with pytest.raises(LabkitError, match=r"pip install 'labkit\[torchcodec\]'"):
+        decoders.decode_torchcodec(_photo())
+    with pytest.raises(LabkitError, match="choose one of pil, pil-reduced, torchvision$"):
+        get_decoder("turbo")

@@ -11,6 +11,7 @@ and measure; course and tools may use everything; nothing imports course or tool
 from labkit.core.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "show_as_jpeg": "figures",
     "Workspace": "workspace",
     "WorkspaceError": "workspace",
     "prepare": "workspace",

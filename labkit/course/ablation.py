@@ -17,7 +17,7 @@ import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import nn
@@ -26,23 +26,28 @@ from tqdm.auto import tqdm
 
 from labkit.collate.collate_fns import MixUp, MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
 from labkit.core.environment import usable_cpus
+from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import HostBuffers
 from labkit.core.machine import os_name
 from labkit.course.workspace import OUTPUT_SIZE, Workspace
 from labkit.datasets.map_style import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                                        PackedDataset)
 from labkit.decode.decoders import decode_jpeg_batch
+from labkit.decode.random_crop import RandomResizedCrop
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
 from labkit.diagnose.autotuner import NO_DECODE, Budget, Config, autotune, default_budget
 from labkit.measure.decoder_speed import median_seconds, time_decoders
 from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader, spread_indices
 from labkit.measure.page_cache import empty_page_cache, mapping_processes, resident_share
 from labkit.measure.process_memory import PeakMemory, describe_tree_memory, tree_cpu_seconds, tree_memory_measure
+from labkit.measure.verdict import judge
+from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.shared_slots import SlotLoader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
 SEED_BATCH = 64
+TRAIN_OUTPUT_SIZE = 224  # RandomResizedCrop(224): what ImageNet recipes train on
 SEED_MACHINE = "the seed's run: 8-core CPU, one consumer GPU, SSD, 20,000 photos of about 200 KB"
 
 
@@ -64,6 +69,11 @@ class Version:
     checksum_reads: bool = True  # False: checksums were verified once (labkit verify), not on every read
     batch_slots: bool = False  # labkit.workers.shared_slots: workers write batches into reused shared memory (CPU device only:
     # with CUDA the DataLoader's pin thread copies batches to pinned memory off the training thread)
+    crop: bool = False  # a training version: RandomResizedCrop(224) + flip per sample, instead of a resize to 256
+
+    @property
+    def output_size(self) -> int:
+        return TRAIN_OUTPUT_SIZE if self.crop else OUTPUT_SIZE
 
 
 VERSIONS: Tuple[Version, ...] = (
@@ -82,6 +92,19 @@ VERSIONS: Tuple[Version, ...] = (
             reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False),
     Version("v8", "GPU JPEG decode (nvJPEG), whole batch at once", "bytes", "gpu", True, 4, False, "device",
             cuda_only=True, reuse_host_buffers=True, budget_main_threads=True),
+)
+
+
+#: ``labkit ablation --train``: the seed's first versions as people train with them (the random-resized crop of
+#: every ImageNet recipe, after a full decode), beside labkit's training pipeline (the crop inside the decode).
+TRAINING_VERSIONS: Tuple[Version, ...] = (
+    Version("t1", "files, PIL, RandomResizedCrop(224)+flip+ToTensor+Normalize, num_workers=0", "folder", "pil", False,
+            None, True, "none", crop=True),
+    Version("t2", "+ workers, pin_memory, persistent_workers", "folder", "pil", True, None, True, "none", crop=True),
+    Version("t3", "+ one packed file read through mmap", "pack", "pil", True, None, True, "none", crop=True),
+    Version("t5", "+ the crop inside the DCT-scaled decode, uint8 across processes (in reused slots on a CPU), "
+            "normalise+MixUp on device", "pack", "pil-reduced", True, 4, False, "device", reuse_host_buffers=True,
+            budget_main_threads=True, batch_slots=True, crop=True),
 )
 
 
@@ -134,12 +157,14 @@ def fastest_decoder(ws: Workspace, samples: int = 16) -> Tuple[str, Dict[str, fl
     return min(times, key=times.get), times
 
 
-def _dataset(version: Version, ws: Workspace, decoder: str) -> LabeledImageDataset:
+def _dataset(version: Version, ws: Workspace, decoder: str, seed: int = 0) -> LabeledImageDataset:
     transform = NormalizeInWorker() if version.normalize_in_workers else None
+    crop = RandomResizedCrop(TRAIN_OUTPUT_SIZE, seed=seed) if version.crop else None
     if version.storage == "folder":
-        return ImageFolderDataset(ws.folder, decoder, OUTPUT_SIZE, transform=transform)
+        return ImageFolderDataset(ws.folder, decoder, OUTPUT_SIZE, transform=transform, crop=crop)
     if version.storage == "pack":
-        return PackedDataset(ws.pack, decoder, OUTPUT_SIZE, transform=transform, check_crc=version.checksum_reads)
+        return PackedDataset(ws.pack, decoder, OUTPUT_SIZE, transform=transform, check_crc=version.checksum_reads,
+                             crop=crop)
     if version.storage == "decoded":
         return DecodedArrayDataset(ws.decoded_pack, check_crc=version.checksum_reads)
     return EncodedPackDataset(ws.pack)
@@ -156,7 +181,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
         decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
         version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch_factor=tuned.prefetch_factor,
                           normalize_in_workers=False, mix="device", sampler=tuned.sampler)
-    dataset = _dataset(version, ws, decoder)
+    dataset = _dataset(version, ws, decoder, settings.seed)
     workers = (tuned.num_workers if tuned else settings.resolved_num_workers()) if version.workers else 0
     slots = version.batch_slots and workers > 0 and not cuda
     if tuned and tuned.main_threads:
@@ -169,6 +194,8 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
         sampler = BlockShuffleSampler.for_batches(len(dataset), settings.batch_size, settings.seed)
     else:
         sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(settings.seed))
+    if version.crop:  # each index carries its epoch, so every epoch draws new boxes
+        sampler = EpochTagged(sampler)
     if version.mix == "collate":
         collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples)
     elif version.storage == "bytes":
@@ -187,6 +214,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
                  "collate": "rows of a slot (labkit.workers.shared_slots)" if slots else getattr(collate, "__name__",
                                                                                   type(collate).__name__),
                  "sampler": type(sampler).__name__,
+                 "crop": f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if version.crop else None,
                  "normalize": "in workers" if version.normalize_in_workers else "on device",
                  "mix": version.mix, "main_threads": main_threads,
                  "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
@@ -195,7 +223,8 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
                  else ("fresh shared memory per batch" if workers else "main process")}
     if slots:
         del options["collate_fn"], options["persistent_workers"]
-        return SlotLoader(dataset, image_shape=(3, OUTPUT_SIZE, OUTPUT_SIZE), **options), described
+        size = version.output_size
+        return SlotLoader(dataset, image_shape=(3, size, size), **options), described
     return DataLoader(dataset, **options), described
 
 
@@ -320,13 +349,12 @@ def _folder_files(ws: Workspace) -> List[str]:
     return list(scan_image_folder(ws.folder).relpaths)
 
 
-def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int = 5) -> float:
+def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int = 5, size: int = OUTPUT_SIZE) -> float:
     """What normalising and mixing one uint8 batch costs on the device: as two passes into fresh
     tensors (``fused=False``, the textbook way), or as v5+ do it — `MixUp` folded into the
     normalisation, written into reused buffers (``fused=True``). Cheap on a GPU, not on a CPU."""
     device = settings.resolved_device()
-    images = torch.randint(0, 256, (settings.batch_size, 3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8,
-                           device=device)
+    images = torch.randint(0, 256, (settings.batch_size, 3, size, size), dtype=torch.uint8, device=device)
     labels = torch.arange(settings.batch_size, device=device) % classes
     if fused:  # on CUDA the prefetcher works a batch ahead: its first step pays for two batches
         stage = iter(DevicePrefetcher([(images, labels)] * (repeats + 1), device, mix=MixUp(classes)))
@@ -342,21 +370,37 @@ def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int 
     return median_seconds(step, repeats) * 1000
 
 
-def seed_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]:
-    """Each claim of the seed's table — every version faster than the one before — checked here."""
+def _step_verdicts(results: List[Result], pairs: Sequence[Tuple[str, str]], batch_size: int,
+                   seed_sizes: bool) -> List[str]:
+    """Each later version of ``pairs`` judged against the earlier one from their repeated runs, with the seed's
+    size where ``seed_sizes``; a pair with a version not measured is left out."""
     by_id = {r.id: r for r in results}
     notes = []
-    for before, after in (("v1", "v2"), ("v2", "v3"), ("v3", "v4")):
+    for before, after in pairs:
         if before not in by_id or after not in by_id:
             continue
         a, b = by_id[before], by_id[after]
-        seed_gain = a.seed_step_s / b.seed_step_s  # type: ignore[operator]
-        ours = b.images_per_s / a.images_per_s
-        verdict = "holds here" if ours >= 1.05 else "does NOT hold here"
-        notes.append(f"{after} vs {before}: the seed measured {seed_gain:.2f}x faster; here {ours:.2f}x "
-                     f"({batch_size / a.images_per_s:.3f} s -> {batch_size / b.images_per_s:.3f} s per step on "
-                     f"average): {verdict}")
+        per_step = f"{batch_size / a.images_per_s:.3f} s -> {batch_size / b.images_per_s:.3f} s per step"
+        if min(len(a.runs_images_per_s), len(b.runs_images_per_s)) < 2:
+            notes.append(f"{after} vs {before}: {per_step}, from one run each: no verdict (measure --runs 2 or more)")
+            continue
+        size = a.seed_step_s / b.seed_step_s if seed_sizes and a.seed_step_s and b.seed_step_s else None
+        verdict = judge(f"{after} faster than {before}", a.runs_images_per_s, b.runs_images_per_s, size=size)
+        notes.append(f"{per_step}. {verdict}")
     return notes
+
+
+def seed_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]:
+    """Each claim of the seed's table — every version faster than the one before, by the seed's factor —
+    judged here from the versions' repeated runs (`labkit.measure.verdict.judge`)."""
+    return _step_verdicts(results, (("v1", "v2"), ("v2", "v3"), ("v3", "v4")), batch_size, seed_sizes=True)
+
+
+def training_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]:
+    """Each training step judged against the one before, and labkit's pipeline against the seed's v1 and v2 with
+    the crop (the seed gives no training sizes, so these verdicts have none)."""
+    return _step_verdicts(results, (("t1", "t2"), ("t2", "t3"), ("t3", "t5"), ("t2", "t5"), ("t1", "t5")),
+                          batch_size, seed_sizes=False)
 
 
 def budget_note(results: List[Result], budget: Budget) -> str:
@@ -375,7 +419,7 @@ def budget_note(results: List[Result], budget: Budget) -> str:
 def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str, Any], header: str,
                  notes: List[str]) -> str:
     lines = [f"Machine: {describe_machine(info)}", header, "",
-             f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs v1':>8}{'seed s':>8}{'seed x':>8}"
+             f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs ' + (results[0].id if results else 'v1'):>8}{'seed s':>8}{'seed x':>8}"
              f"{'CPU %':>7}{tree_memory_measure() + ' MB':>8}"]
     lines.append("-" * len(lines[-1]))
     seed_v1 = VERSIONS[0].seed_step_s
@@ -426,8 +470,9 @@ def _shown(path: str) -> str:
 
 def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = None,
                  json_path: Optional[str] = None, plot_path: Optional[str] = None,
-                 progress: bool = True) -> Dict[str, Any]:
-    """Measure every version that applies here, print the table, write JSON and plot if asked."""
+                 progress: bool = True, train: bool = False) -> Dict[str, Any]:
+    """Measure every version that applies here, print the table, write JSON and plot if asked.
+    ``train``: the training versions (`TRAINING_VERSIONS`, RandomResizedCrop(224) + flip) instead."""
     device = settings.resolved_device()
     info = machine_info()
     budget = default_budget()
@@ -437,7 +482,12 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     skipped: Dict[str, str] = {}
     tuned: Optional[Config] = None
     tuned_note = ""
-    bar = tqdm([v for v in VERSIONS if not only or v.id in only], desc="ablation", unit="version",
+    versions = TRAINING_VERSIONS if train else VERSIONS
+    unknown = sorted(set(only or ()) - {v.id for v in versions})
+    if unknown:
+        raise LabkitValueError(f"no version {', '.join(unknown)} in the {'training' if train else 'evaluation'} "
+                               f"ablation; its versions: {', '.join(v.id for v in versions)}")
+    bar = tqdm([v for v in versions if not only or v.id in only], desc="ablation", unit="version",
                disable=not progress)
     for version in bar:
         bar.set_postfix_str(version.id)
@@ -459,13 +509,17 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
         results.append(result)
         if progress:
             bar.write(f"  {result.id}: {result.images_per_s:8.1f} images/s, step {result.step_s:.3f} s")
-    base = next((r.images_per_s for r in results if r.id == "v1"), results[0].images_per_s if results else 1.0)
+    first = versions[0].id
+    base = next((r.images_per_s for r in results if r.id == first), results[0].images_per_s if results else 1.0)
     for r in results:
         r.speedup_vs_v1 = r.images_per_s / base
-    notes = seed_notes(results, settings.batch_size) + ([tuned_note] if tuned_note else [])
+    judged = training_notes if train else seed_notes
+    notes = judged(results, settings.batch_size) + ([tuned_note] if tuned_note else [])
     notes.append("decoders timed on one core here (ms/image): " +
-                 ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items()) + f"; v5 uses {fastest}")
-    separate, fused = (device_stage_ms(settings, len(ws.classes), f) for f in (False, True))
+                 ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items())
+                 + ("; t5 uses pil-reduced, the one that crops inside its decode" if train else f"; v5 uses {fastest}"))
+    size = versions[-1].output_size
+    separate, fused = (device_stage_ms(settings, len(ws.classes), f, size=size) for f in (False, True))
     notes.append(f"device stage (normalise + MixUp of one uint8 batch on {device}, {torch.get_num_threads()} "
                  f"threads): {separate:.1f} ms as two passes into fresh tensors, {fused:.1f} ms fused into reused "
                  f"ones (v5 on); alone it caps those versions at {settings.batch_size / fused * 1000:.0f} images/s"
@@ -473,7 +527,8 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     notes.append(budget_note(results, budget))
     notes.append(cold_note(results) if settings.cold else warm_note(results))
     mode = "with a model step" if settings.model else "data only (as the seed)"
-    header = (f"Data: {ws.count} images from {_shown(ws.folder)} -> {OUTPUT_SIZE}x{OUTPUT_SIZE}, batch "
+    shape = (f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if train else f"{OUTPUT_SIZE}x{OUTPUT_SIZE}")
+    header = (f"Data: {ws.count} images from {_shown(ws.folder)} -> {shape}, batch "
               f"{settings.batch_size}, {settings.resolved_num_workers()} workers, {mode}, device {device}; median of "
               f"{settings.runs} runs of {settings.steps} steps after a warm-up run"
               + (f" (more runs, up to {settings.min_seconds:g} s, for fast versions)" if settings.min_seconds else ""))

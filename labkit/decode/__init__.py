@@ -18,6 +18,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "decode_pil": "decoders",
     "decode_pil_reduced": "decoders",
     "decode_torchvision": "decoders",
+    "decode_torchcodec": "decoders",
+    "torchcodec_available": "decoders",
     "decode_jpeg_batch": "decoders",
     "check_decodable": "decoders",
     "describe_failure": "decoders",

@@ -11,6 +11,10 @@ Three decoders with one contract, so a lab can swap them and measure:
                  less per image than PIL's, for the same pixels to within 75 dB PSNR.)
 ``torchvision``  ``torchvision.io.decode_image`` (libjpeg-turbo, libpng) and an antialiased
                  resize on the uint8 tensor; formats it cannot read (BMP, TIFF, ...) go through PIL.
+``torchcodec``   ``torchcodec.decoders.decode_image``, which supersedes torchvision's image decoders
+                 (deprecated in torchvision 0.29), then the same resize. Listed only where the optional
+                 ``torchcodec`` package imports (``pip install labkit[torchcodec]``; its image decoders
+                 need no system library: FFmpeg is for its video decoders only).
 
 Every decoder returns RGB whatever the file holds (grayscale, CMYK, palette, alpha — the alpha
 channel is dropped, as ``ImageFolder`` does), applies the EXIF orientation, and refuses an image
@@ -19,6 +23,7 @@ whose header claims more than ``max_pixels`` before allocating anything for it.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import math
 import re
@@ -41,6 +46,8 @@ Size = Union[int, Tuple[int, int], Sequence[int], None]
 MAX_PIXELS = 89_478_485
 EXIF_ORIENTATION = 0x0112
 TORCHVISION_FORMATS = {"JPEG", "PNG", "GIF", "WEBP"}
+#: What torchcodec reads natively (AVIF and HEIC too, but Pillow cannot parse their headers here).
+TORCHCODEC_FORMATS = {"JPEG", "PNG", "GIF", "WEBP"}
 
 
 class DecodeError(LabkitError, ValueError):
@@ -180,6 +187,16 @@ def check_decodable(data: bytes, max_pixels: int = MAX_PIXELS) -> None:
         raise DecodeError(describe_failure(data, e, f"cannot decode {img.format or 'image'}")) from None
 
 
+def _finish(img: torch.Tensor, size: Size) -> torch.Tensor:
+    """A decoded C×H×W tensor → contiguous uint8 at ``size``: 16-bit PNGs scaled to 8 bits, then resized."""
+    if img.dtype != torch.uint8:
+        img = (img.to(torch.int32) >> 8).to(torch.uint8)
+    hw = target_hw(size)
+    if hw is not None and tuple(img.shape[-2:]) != hw:
+        img = resize_uint8(img, hw)
+    return img.contiguous()
+
+
 def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """libjpeg-turbo / libpng through ``torchvision.io``, antialiased bilinear resize on uint8."""
     header = open_image(data, max_pixels)
@@ -190,12 +207,37 @@ def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXE
                            mode=ImageReadMode.RGB, apply_exif_orientation=True)
     except RuntimeError as e:
         raise DecodeError(describe_failure(data, e, f"cannot decode {header.format}")) from None
-    if img.dtype != torch.uint8:  # 16-bit PNG
-        img = (img.to(torch.int32) >> 8).to(torch.uint8)
-    hw = target_hw(size)
-    if hw is not None and tuple(img.shape[-2:]) != hw:
-        img = resize_uint8(img, hw)
-    return img.contiguous()
+    return _finish(img, size)
+
+
+def torchcodec_available() -> bool:
+    """Whether the optional ``torchcodec`` package is installed (the ``torchcodec`` decoder needs it)."""
+    return importlib.util.find_spec("torchcodec") is not None
+
+
+def _require_torchcodec() -> None:
+    if not torchcodec_available():
+        raise LabkitError("the torchcodec decoder needs the torchcodec package: pip install 'labkit[torchcodec]' "
+                          "(or choose another decoder)")
+
+
+def decode_torchcodec(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    """``torchcodec.decoders.decode_image`` (torchvision's successor; it applies the EXIF orientation),
+    antialiased bilinear resize on uint8."""
+    _require_torchcodec()
+    from torchcodec.decoders import decode_image as torchcodec_decode_image
+
+    header = open_image(data, max_pixels)
+    if header.format not in TORCHCODEC_FORMATS or header.mode == "CMYK":
+        return _decode_with_pil(data, size, max_pixels, reduced=False)
+    try:
+        img = torchcodec_decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode="RGB",
+                                      output_dtype="auto")
+    except (RuntimeError, ValueError) as e:
+        raise DecodeError(describe_failure(data, e, f"cannot decode {header.format}")) from None
+    if img.dim() == 4:  # an animated GIF or WebP: the first frame, as Pillow and torchvision give
+        img = img[0]
+    return _finish(img, size)
 
 
 def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = 256,
@@ -232,6 +274,7 @@ DECODERS: Dict[str, Decoder] = {
     "pil": decode_pil,
     "pil-reduced": decode_pil_reduced,
     "torchvision": decode_torchvision,
+    **({"torchcodec": decode_torchcodec} if torchcodec_available() else {}),
 }
 
 
@@ -240,6 +283,8 @@ def get_decoder(name: str) -> Decoder:
     try:
         return DECODERS[name]
     except KeyError:
+        if name == "torchcodec":
+            _require_torchcodec()
         raise LabkitValueError(f"unknown decoder {name!r}; choose one of {', '.join(DECODERS)}") from None
 
 

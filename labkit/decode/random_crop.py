@@ -89,10 +89,11 @@ class RandomResizedCrop:
     def decode(self, data: bytes, index: int, epoch: int = 0, decoder: str = "pil-reduced",
                max_pixels: int = MAX_PIXELS) -> torch.Tensor:
         """``data`` decoded to a uint8 (3, H, W) tensor of `output_hw`: sample ``index``'s crop in ``epoch``."""
-        header = open_image(data, max_pixels)
-        h, w = displayed_hw(header)
-        box = self.draw(h, w, index, epoch)
-        return decode_box(data, box, self.output_hw, decoder, max_pixels)
+        header = open_image(data, max_pixels)  # parsed once: on small images the header costs as much as the pixels
+        box = self.draw(*displayed_hw(header), index, epoch)
+        if not crops_in_decode(decoder):
+            return _decode_then_crop(data, box, self.output_hw, decoder, max_pixels)
+        return _decode_opened_box(header, data, box, self.output_hw)
 
 
 def draw_box(height: int, width: int, rng: np.random.Generator, scale: Tuple[float, float] = (0.08, 1.0),
@@ -145,11 +146,20 @@ def decode_box(data: bytes, box: CropBox, output_hw: Tuple[int, int], decoder: s
     """``data`` decoded, cropped to ``box``, resized to ``output_hw`` (antialiased bilinear) and flipped
     if the box says so: a uint8 (3, H, W) tensor."""
     if not crops_in_decode(decoder):
-        full = get_decoder(decoder)(data, None, max_pixels)
-        if tuple(full.shape[-2:]) != box.image_hw:
-            raise DecodeError(f"decoded {tuple(full.shape[-2:])} but the box was drawn for {box.image_hw}")
-        return crop_resize_flip(full, box, output_hw)
-    img = open_image(data, max_pixels)
+        return _decode_then_crop(data, box, output_hw, decoder, max_pixels)
+    return _decode_opened_box(open_image(data, max_pixels), data, box, output_hw)
+
+
+def _decode_then_crop(data: bytes, box: CropBox, output_hw: Tuple[int, int], decoder: str,
+                      max_pixels: int) -> torch.Tensor:
+    full = get_decoder(decoder)(data, None, max_pixels)
+    if tuple(full.shape[-2:]) != box.image_hw:
+        raise DecodeError(f"decoded {tuple(full.shape[-2:])} but the box was drawn for {box.image_hw}")
+    return crop_resize_flip(full, box, output_hw)
+
+
+def _decode_opened_box(img: Image.Image, data: bytes, box: CropBox, output_hw: Tuple[int, int]) -> torch.Tensor:
+    """The DCT-scaled decode of ``box`` from ``img``, the header `open_image` parsed from ``data``."""
     s = dct_scale(box, output_hw) if img.format == "JPEG" else 1
     try:
         if s > 1:  # the reduction is one number: the same in the stored orientation as in the shown one

@@ -34,6 +34,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "empty_page_cache": "page_cache",
     "resident_share": "page_cache",
     "mapping_processes": "page_cache",
+    "Verdict": "verdict",
+    "judge": "verdict",
     "median_seconds": "decoder_speed",
     "time_decoders": "decoder_speed",
     "can_count_faults": "page_faults",

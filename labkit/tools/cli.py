@@ -98,7 +98,7 @@ def _cmd_ablation(args: argparse.Namespace) -> int:
         json_path = json_path or f"{stem}-ablation.json"
         plot_path = plot_path or f"{stem}-ablation.png"
     run_ablation(workspace, _ablation_settings(args, quick), only=only, json_path=json_path, plot_path=plot_path,
-                 progress=not args.no_progress)
+                 train=args.train, progress=not args.no_progress)
     return 0
 
 
@@ -198,7 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--steps", type=int, default=None, help="batches per run (default 20; 3 in quick mode)")
         p.add_argument("--model", action="store_true", help="add a training step (small CNN on CPU, ResNet-50 on GPU)")
         p.add_argument("--cold", action="store_true", help="drop the data's page cache before each version")
-        p.add_argument("--only", default=None, help="comma-separated version ids, e.g. v1,v5,v6")
+        p.add_argument("--only", default=None, help="comma-separated version ids, e.g. v1,v5,v6 (t1,t5 with --train)")
+        p.add_argument("--train", action="store_true", help="the training versions: RandomResizedCrop(224) + flip, "
+                       "after a full decode (t1-t3) or inside it (t5)")
         p.add_argument("--plot", default=None, help="write a bar chart PNG here")
         p.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
         p.set_defaults(func=_cmd_ablation)
