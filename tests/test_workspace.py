@@ -145,3 +145,11 @@ def test_derived_files_of_an_outside_folder_go_to_the_kit_data_folder_under_a_na
     assert derived_folder(str(tmp_path / "x" / "photos")) == a  # the same folder, the same place
     assert derived_folder(str(tmp_path / "kit" / "photos")) == str(tmp_path / "kit")  # the kit's own: beside
     assert derived_folder(str(tmp_path / "x" / "photos"), work="elsewhere") == "elsewhere"
+
+
+def test_paths_are_shown_relative_to_the_working_directory(tmp_path, monkeypatch):
+    from labkit.course.workspace import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(str(tmp_path / "data" / "photos")) == os.path.join("data", "photos")
+    assert shown_path(str(tmp_path.parent)) == ".."

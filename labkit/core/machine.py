@@ -17,12 +17,26 @@ from typing import Iterator, List, Optional, Tuple
 
 import psutil
 
+from labkit.core.environment import usable_cpus
+
 SHM_DIR = "/dev/shm"
 
 
 def os_name() -> str:
     """This OS as a learner knows it ("Linux", "macOS", "Windows")."""
     return {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
+
+
+def usable_physical_cores() -> int:
+    """Physical cores this process may use: the cores behind its usable CPUs (two hyper-threads of one core count
+    once), at most the usable CPUs; where the OS does not say, the usable CPUs. The seed's rule of thumb for
+    ``num_workers`` (one to two per core) is about these, not about logical CPUs."""
+    cpus = usable_cpus()
+    physical = psutil.cpu_count(logical=False)
+    logical = psutil.cpu_count(logical=True)
+    if not physical or not logical:
+        return cpus
+    return max(1, min(cpus, round(cpus * physical / logical)))
 
 
 def running(pid: int) -> bool:

@@ -29,7 +29,7 @@ from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import HostBuffers
 from labkit.core.machine import os_name
-from labkit.course.workspace import OUTPUT_SIZE, Workspace
+from labkit.course.workspace import OUTPUT_SIZE, Workspace, shown_path
 from labkit.datasets.map_style import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                                        PackedDataset)
 from labkit.decode.decoders import decode_jpeg_batch
@@ -460,14 +460,6 @@ def plot(results: List[Result], path: str, title: str) -> None:
     plt.close(fig)
 
 
-def _shown(path: str) -> str:
-    """``path`` relative to the working directory, as a report shows it: no machine's absolute paths."""
-    try:
-        return os.path.relpath(path)
-    except ValueError:  # Windows: another drive
-        return path
-
-
 def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = None,
                  json_path: Optional[str] = None, plot_path: Optional[str] = None,
                  progress: bool = True, train: bool = False) -> Dict[str, Any]:
@@ -528,14 +520,14 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     notes.append(cold_note(results) if settings.cold else warm_note(results))
     mode = "with a model step" if settings.model else "data only (as the seed)"
     shape = (f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if train else f"{OUTPUT_SIZE}x{OUTPUT_SIZE}")
-    header = (f"Data: {ws.count} images from {_shown(ws.folder)} -> {shape}, batch "
+    header = (f"Data: {ws.count} images from {shown_path(ws.folder)} -> {shape}, batch "
               f"{settings.batch_size}, {settings.resolved_num_workers()} workers, {mode}, device {device}; median of "
               f"{settings.runs} runs of {settings.steps} steps after a warm-up run"
               + (f" (more runs, up to {settings.min_seconds:g} s, for fast versions)" if settings.min_seconds else ""))
     print()
     print(format_table(results, skipped, info, header, notes))
     report = {"machine": info, "settings": {**asdict(settings), "device": str(device), "images": ws.count,
-                                            "folder": _shown(ws.folder), "fastest_decoder": fastest},
+                                            "folder": shown_path(ws.folder), "fastest_decoder": fastest},
               "versions": [asdict(r) for r in results], "skipped": skipped, "notes": notes,
               "memory_budget": asdict(budget), "peak_memory": describe_tree_memory(),
               "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}}}

@@ -133,6 +133,15 @@ def prepare(folder: str = "data/photos", quick: bool = True, size: int = OUTPUT_
     return Workspace(folder, pack, decoded, index.classes, len(index), os.path.dirname(pack) or ".")
 
 
+def shown_path(path: str) -> str:
+    """``path`` as the course prints it: relative to the working directory, so no machine's absolute paths show
+    (as given where no relative path exists: Windows, another drive)."""
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return path
+
+
 def data_root() -> str:
     """The one folder every notebook and command keeps its data in.
 

@@ -148,8 +148,7 @@ def check_main_threads(plan: LoaderPlan, cpus: int) -> Finding:
     text = f"the main process runs {threads} torch threads beside {plan.num_workers} busy workers on {cpus} CPUs"
     if plan.num_workers and threads > budget:
         return Finding("warn", "main-process threads", text + ": OpenMP threads spin while they wait and take the "
-                       "workers' cores (measured on a 2-core machine: two decoding processes with 2 torch threads "
-                       "each gave 122 images/s together, with 1 thread each 346)",
+                       "workers' cores (`labkit autotune` measures main-thread counts here)",
                        f"torch.set_num_threads({budget})  # labkit.workers.thread_budget.main_thread_budget(num_workers)")
     return Finding("ok", "main-process threads", text)
 
