@@ -48,4 +48,6 @@ def fix(path: str) -> int:
 
 if __name__ == "__main__":
     for name in sys.argv[1:]:
-        print(f"{name}: {fix(name)} progress bars stored in their final state")
+        count = fix(name)
+        bars = "1 progress bar stored in its" if count == 1 else f"{count} progress bars stored in their"
+        print(f"{name}: {bars} final state")
