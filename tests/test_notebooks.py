@@ -24,9 +24,7 @@ MAX_OUTPUT_BYTES = 2_000_000
 # Directories that only exist on the machine that ran a notebook; /dev/shm and the like are fine.
 MACHINE_PATH = re.compile(r"(?<![\w.])(?:/(?:home|root|tmp|work|Users|private|var/folders|mnt|scratch)/[\w.@+-]+"
                           r"|[A-Za-z]:\\\\?Users\\)")
-# A DataLoader pickles its dataset for every worker; its sampler and batch sampler stay in the main process, so a
-# sampler may be written in a cell (notebook 02 builds one there).
-DATASET_BASES = ("Dataset", "IterableDataset")
+DATASET_BASES = ("Dataset", "IterableDataset", "Sampler", "BatchSampler")
 REQUIRED_HEADINGS = ("learning goals", "takeaways", "exercises")
 
 
@@ -112,7 +110,7 @@ def _writes_a_module(cell: nbformat.NotebookNode) -> bool:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
-def test_no_dataset_class_defined_in_a_cell(path):
+def test_no_dataset_or_sampler_class_defined_in_a_cell(path):
     """Workers started by spawn or forkserver cannot unpickle a class defined in a notebook: a learner's dataset
     is written to a module of its own (``%%writefile``) and imported from there."""
     for k, cell in _code_cells(_read(path)):
