@@ -38,7 +38,8 @@ TRANSFORM = transforms.Compose([transforms.Resize((OUTPUT_SIZE, OUTPUT_SIZE)), t
                                 transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
-def _samples(folder: str) -> List[tuple]:
+def samples(folder: str) -> List[tuple]:
+    """(path, label) of every image of an ImageFolder, in the kit's order."""
     from labkit.storage.image_folder import scan_image_folder
 
     index = scan_image_folder(folder)
@@ -50,12 +51,12 @@ def write_tar_shards(folder: str, out: str, shards_wanted: int) -> List[str]:
     if os.path.isdir(out):
         shutil.rmtree(out)
     os.makedirs(out)
-    samples, shards = _samples(folder), []
-    per_shard = -(-len(samples) // shards_wanted)
-    for s in range(0, len(samples), per_shard):
+    found, shards = samples(folder), []
+    per_shard = -(-len(found) // shards_wanted)
+    for s in range(0, len(found), per_shard):
         path = os.path.join(out, f"shard-{s // per_shard:05d}.tar")
         with tarfile.open(path, "w") as tar:
-            for k, (file, label) in enumerate(samples[s : s + per_shard]):
+            for k, (file, label) in enumerate(found[s : s + per_shard]):
                 key = f"{s + k:08d}"
                 for name, data in ((f"{key}.jpg", open(file, "rb").read()), (f"{key}.cls", str(label).encode())):
                     info = tarfile.TarInfo(name)
@@ -71,7 +72,7 @@ def write_mds(folder: str, out: str) -> None:
     if os.path.isdir(out):
         shutil.rmtree(out)
     with MDSWriter(out=out, columns={"image": "jpeg", "label": "int"}) as writer:
-        for file, label in _samples(folder):
+        for file, label in samples(folder):
             writer.write({"image": Image.open(file), "label": label})
 
 

@@ -19,17 +19,11 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
-from typing import Any, Callable, Iterator, List, Tuple
+from typing import Any, Callable, Iterator, Tuple
 
 import torch
 
-from labkit.storage.image_folder import scan_image_folder
-
-
-def samples(folder: str) -> List[Tuple[str, int]]:
-    """(path, label) of every image of an ImageFolder, in the kit's order."""
-    index = scan_image_folder(folder)
-    return [(index.abspath(i), int(index.labels[i])) for i in range(len(index))]
+from peers import samples
 
 
 class _FolderImages:

@@ -53,7 +53,7 @@ from labkit.workers.shared_slots import SlotLoader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_peers  # noqa: E402
-from peers import timed_run  # noqa: E402  (the benchmarks share one timing loop)
+from peers import samples, timed_run  # noqa: E402  (the benchmarks share one timing loop and folder listing)
 
 OUT = 224
 BATCH = 64
@@ -125,7 +125,7 @@ def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, f
 
     from labkit.decode.decoders import open_image
 
-    blobs = [open(path, "rb").read() for path, _ in train_peers.samples(folder)[:count]]
+    blobs = [open(path, "rb").read() for path, _ in samples(folder)[:count]]
     crop, baseline = RandomResizedCrop(OUT), training_transform()
 
     def full(i: int, data: bytes) -> None:
