@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from labkit.collate.collate_fns import stack_uint8
-from labkit.course.pitfalls import HoardingCollate, IndexedDataset, KilledAt, LockedDataset, SlowAt, StuckAt, hold_lock
+from labkit.course.pitfalls import (HoardingCollate, IndexedDataset, KilledAt, LockedDataset, SlowAt, SplitInInit, StuckAt,
+                                    hold_lock)
 from labkit.diagnose.bottleneck import find_slow_samples
 from labkit.workers.watchdog import LoaderHangError, LoaderWorkerError, watched_loader
 
@@ -89,3 +90,22 @@ def test_a_lock_held_at_fork_hangs_the_worker_and_forkserver_does_not():
     holder.release()
     assert not holder.holding and LockedDataset(Numbers())[0][1] == 0
     assert multiprocessing.active_children() == []
+
+
+def _one_epoch(dataset):
+    return [int(x) for x in torch.utils.data.DataLoader(dataset, batch_size=None, shuffle=True)]
+
+
+def test_a_split_seeded_globally_in_init_repeats_the_order_of_a_loader_rebuilt_each_epoch():
+    rebuilt = [_one_epoch(SplitInInit(range(40), keep=24, seed=3)) for _ in range(2)]
+    assert rebuilt[0] == rebuilt[1]
+    assert sorted(rebuilt[0]) == SplitInInit(range(40), keep=24, seed=3).kept  # every kept sample, once
+    local = [_one_epoch(SplitInInit(range(40), keep=24, seed=3, global_seed=False)) for _ in range(2)]
+    assert local[0] != local[1] and sorted(local[0]) == sorted(local[1]) == sorted(rebuilt[0])
+    once = SplitInInit(range(40), keep=24, seed=3)
+    assert _one_epoch(once) != _one_epoch(once)  # built once, the global generator moves on between epochs
+
+
+def test_a_split_refuses_to_keep_more_than_there_is():
+    with pytest.raises(ValueError, match="between 1 and the dataset's 5"):
+        SplitInInit(range(5), keep=6)

@@ -103,3 +103,16 @@ def test_peak_follows_growth_but_samples_at_most_once_per_interval(peak_class):
     assert eager.peak >= before_eager + 48 * MIB and lazy.peak == before_lazy
     assert PeakRss().measure == "RSS" and PeakMemory().measure == tree_memory_measure()
     del block
+
+
+def test_peak_rss_keeps_a_freed_allocation_until_reset():
+    from labkit.measure.process_memory import peak_rss_bytes, reset_peak_rss
+    if peak_rss_bytes() is None:
+        pytest.skip(f"{os_name()} keeps no peak RSS for a process")
+    reset_peak_rss()
+    before = peak_rss_bytes()
+    block = np.ones(64 * 2**20 // 8)  # 64 MiB, every page written
+    del block
+    assert peak_rss_bytes() >= before + 60 * 2**20
+    if reset_peak_rss():
+        assert peak_rss_bytes() < before + 32 * 2**20

@@ -10,6 +10,8 @@ because DataLoader workers started by spawn or forkserver must be able to import
 * `HoardingCollate` — a collate function that keeps every batch it made: memory that grows every step.
 * `LockedDataset` with `hold_lock` — a lock held by a thread at the moment of fork (seed 6.5).
 * `IndexedDataset` — each sample with its index, so a lab can count what a training loop saw.
+* `SplitInInit` — a random subset picked and sorted in ``__init__`` by seeding torch's global generator:
+  rebuilt every epoch, its loader repeats one order (seed 6.2).
 """
 
 from __future__ import annotations
@@ -20,10 +22,11 @@ import threading
 import time
 from typing import Any, Callable, Iterable, List, Mapping
 
+import torch
 from torch.utils.data import Dataset, get_worker_info
 
 from labkit.collate.collate_fns import stack_uint8
-from labkit.core.errors import LabkitRuntimeError
+from labkit.core.errors import LabkitRuntimeError, LabkitValueError
 
 
 class _Wrapper(Dataset):
@@ -155,3 +158,32 @@ class IndexedDataset(_Wrapper):
     def __getitem__(self, index: int) -> Any:
         sample = self.dataset[index]
         return (index, *sample) if isinstance(sample, tuple) else (index, sample)
+
+
+class SplitInInit(_Wrapper):
+    """``keep`` samples of ``dataset`` picked at random in ``__init__`` and kept sorted: "a reproducible split",
+    as many training scripts write it, with ``torch.manual_seed(seed)`` then ``torch.randperm``.
+
+    Seeding torch's global generator also fixes the seed that ``RandomSampler`` draws from it at the start of
+    each epoch. A script that builds its dataset and loader anew every epoch therefore reads every epoch in
+    the same order, with ``shuffle=True`` (seed 6.2: state fixed in ``__init__``). ``global_seed=False``
+    draws the split from a generator of its own and leaves the global one alone.
+    """
+
+    def __init__(self, dataset: Dataset, keep: int, seed: int = 0, global_seed: bool = True) -> None:
+        super().__init__(dataset)
+        n = len(dataset)  # type: ignore[arg-type]
+        if not 0 < keep <= n:
+            raise LabkitValueError(f"keep={keep}: between 1 and the dataset's {n} samples")
+        if global_seed:
+            torch.manual_seed(seed)
+            order = torch.randperm(n)
+        else:
+            order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+        self.kept = sorted(order[:keep].tolist())
+
+    def __len__(self) -> int:
+        return len(self.kept)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.dataset[self.kept[index]]

@@ -53,6 +53,32 @@ def rss_bytes(pid: Pid = None) -> Optional[int]:
         return None
 
 
+def peak_rss_bytes() -> Optional[int]:
+    """The highest RSS this process has had since it started (the OS's high-water mark: ``ru_maxrss`` on
+    Linux and macOS, the peak working set on Windows). It never goes down, so a peak of one piece of work is
+    read in a fresh process started for it (a forked one inherits its parent's mark), after
+    `reset_peak_rss` where the OS allows it. ``None`` where the OS does not keep one."""
+    if LINUX:  # VmHWM, not ru_maxrss: that one also keeps the peak of the process this one was exec'd from
+        return _status_kib(None).get("VmHWM")
+    try:
+        import resource
+    except ImportError:  # Windows
+        return getattr(_process(None).memory_info(), "peak_wset", None)
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # bytes on macOS
+
+
+def reset_peak_rss() -> bool:
+    """Lower this process's RSS high-water mark to its RSS now (Linux: ``/proc/self/clear_refs``), so that
+    `peak_rss_bytes` reads the peak of what runs next, not of the imports before it. False where the OS
+    has no such reset (macOS, Windows): the mark then also holds every earlier peak."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def _full_info(pid: Pid) -> Any:
     try:
         return _process(pid).memory_full_info()  # walks every mapping: ~20 ms for a process with torch loaded
@@ -71,7 +97,8 @@ def pss_bytes(pid: Pid = None) -> Optional[int]:
 
 
 def _status_kib(pid: Pid) -> Dict[str, int]:
-    """RssAnon, RssFile and RssShmem from ``/proc/<pid>/status`` in bytes (Linux; psutil gives RSS whole)."""
+    """RssAnon, RssFile, RssShmem and VmHWM (the peak RSS) from ``/proc/<pid>/status`` in bytes (Linux; psutil
+    gives RSS whole)."""
     fields: Dict[str, int] = {}
     if not LINUX:
         return fields
@@ -79,7 +106,7 @@ def _status_kib(pid: Pid) -> Dict[str, int]:
         with open(f"/proc/{os.getpid() if pid is None else pid}/status", encoding="ascii", errors="replace") as f:
             for line in f:
                 name, _, value = line.partition(":")
-                if name in ("RssAnon", "RssFile", "RssShmem"):
+                if name in ("RssAnon", "RssFile", "RssShmem", "VmHWM"):
                     fields[name] = int(value.split()[0]) * 1024
     except (OSError, ValueError, IndexError):
         pass
