@@ -133,7 +133,7 @@ def test_peak_memory_is_checked_against_the_autotuners_budget():
     results = [_result("v1", 100, 0.58), _result("v5", 300, None)]
     results[1].peak_memory_mb = 2300.0
     assert "within the autotuner's budget" in budget_note(results, Budget(4 * 2**30, 2**30))
-    assert "v5 2300 MB" in budget_note(results, Budget(2 * 2**30, 2**30))
+    assert "v5 2300 MiB" in budget_note(results, Budget(2 * 2**30, 2**30))
     assert "v1" not in budget_note(results, Budget(2 * 2**30, 2**30))
 
 
@@ -150,7 +150,7 @@ def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
     assert open(png, "rb").read(4) == b"\x89PNG"
     printed = capsys.readouterr().out
     assert "v3 vs v2" not in printed  # no v2 measured: no claim checked against it
-    assert f"{tree_memory_measure()} MB: peak {describe_tree_memory()}" in printed  # the column says what it is
+    assert f"{tree_memory_measure()} MiB: peak {describe_tree_memory()}" in printed  # the column says what it is
     assert saved["memory_budget"]["ram_bytes"] > 0 and any("autotuner's" in n for n in saved["notes"])
 
 

@@ -58,7 +58,7 @@ def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
                       decoders=["pil-reduced"])
     assert result.best.decoder in ("pil-reduced", NO_DECODE) and result.best_images_per_s > 0
     assert all(t.peak_memory > 0 for t in result.trials if t.verdict != "skipped")
-    assert result.memory_measure == tree_memory_measure() and f"peak {result.memory_measure} MB" in str(result)
+    assert result.memory_measure == tree_memory_measure() and f"peak {result.memory_measure} MiB" in str(result)
     best = result.to_dict()["best"]
     assert best["num_workers"] in (1, 2) or (best["num_workers"] == 0 and best["decoder"] == NO_DECODE)
     assert any(t.config.num_workers == 0 for t in result.trials if t.config.decoder == NO_DECODE)

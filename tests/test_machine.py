@@ -35,3 +35,22 @@ def test_physical_cores_count_hyper_threads_once_and_never_exceed_the_usable_cpu
     monkeypatch.setattr(machine, "usable_cpus", lambda: 1)
     monkeypatch.setattr(machine.psutil, "cpu_count", lambda logical=True: 16 if logical else 8)
     assert machine.usable_physical_cores() == 1
+
+
+def test_kill_process_tree_takes_the_children_too():
+    import subprocess
+    import time
+
+    from labkit.core.machine import kill_process_tree, running
+    child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    job = subprocess.Popen([sys.executable, "-c", child])
+    import psutil
+    deadline = time.monotonic() + 20
+    while not psutil.Process(job.pid).children() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    grandchild = psutil.Process(job.pid).children()[0].pid
+    killed = kill_process_tree(job.pid)
+    job.wait(timeout=10)
+    assert set(killed) == {job.pid, grandchild}
+    assert not running(grandchild) and job.returncode != 0
+    assert kill_process_tree(job.pid) == []  # gone already: nothing to kill, no error

@@ -1,5 +1,5 @@
-"""This machine, as the loader's processes need to know it: its OS by name, RAM and /dev/shm sizes, and
-whether a process runs.
+"""This machine, as the loader's processes need to know it: its OS by name, RAM and /dev/shm sizes,
+whether a process runs, and how to kill one with everything it started.
 
 Kept in core because both the workers' watchdog (what /dev/shm had left when a batch was lost)
 and the checkpoints (is the process holding a lock alive?) ask, below the measurements.
@@ -47,6 +47,28 @@ def running(pid: int) -> bool:
         return True
     except (psutil.NoSuchProcess, ProcessLookupError, ValueError):
         return False
+
+
+def kill_process_tree(pid: int) -> List[int]:
+    """Kill ``pid`` and every process below it at once, as a lost node takes a job and its DataLoader workers
+    (SIGKILL on Linux and macOS, TerminateProcess on Windows: one way everywhere, no process group needed).
+    Returns the pids that were killed; one that had already gone is left out. ``pid`` itself is left for its
+    parent to reap (``Popen.wait`` then reads its exit status), its descendants are waited for here."""
+    try:
+        root = psutil.Process(int(pid))
+        below = root.children(recursive=True)
+        tree = [*below, root]
+    except (psutil.NoSuchProcess, ProcessLookupError, ValueError):
+        return []
+    killed = []
+    for process in tree:
+        try:
+            process.kill()
+            killed.append(process.pid)
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(below, timeout=10)
+    return killed
 
 
 @dataclass(frozen=True)

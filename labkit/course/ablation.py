@@ -406,32 +406,32 @@ def training_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[
 def budget_note(results: List[Result], budget: Budget) -> str:
     """Whether every version's peak memory (main process + workers) stayed inside the autotuner's RAM budget."""
     measure = tree_memory_measure()
-    over = [f"{r.id} {r.peak_memory_mb:.0f} MB" for r in results if r.peak_memory_mb * 2**20 > budget.ram_bytes]
+    over = [f"{r.id} {r.peak_memory_mb:.0f} MiB" for r in results if r.peak_memory_mb * 2**20 > budget.ram_bytes]
     worst = max(results, key=lambda r: r.peak_memory_mb, default=None)
     if worst is None:
         return f"autotuner's memory budget here: {budget}"
     if over:
         return f"peak {measure} over the autotuner's RAM budget ({budget}): {', '.join(over)}"
     return (f"peak {measure} of every version within the autotuner's budget ({budget}): the largest, {worst.id}, "
-            f"{worst.peak_memory_mb:.0f} MB")
+            f"{worst.peak_memory_mb:.0f} MiB")
 
 
 def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str, Any], header: str,
                  notes: List[str]) -> str:
     lines = [f"Machine: {describe_machine(info)}", header, "",
              f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs ' + (results[0].id if results else 'v1'):>8}{'seed s':>8}{'seed x':>8}"
-             f"{'CPU %':>7}{tree_memory_measure() + ' MB':>8}"]
+             f"{'CPU %':>7}{tree_memory_measure() + ' MiB':>9}"]
     lines.append("-" * len(lines[-1]))
     seed_v1 = VERSIONS[0].seed_step_s
     for r in results:
         seed = f"{r.seed_step_s:>8.2f}{seed_v1 / r.seed_step_s:>7.2f}x" if r.seed_step_s else f"{'':>16}"
         lines.append(f"{r.id:<4}{r.name[:63]:<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
-                     f"{seed}{r.cpu_util * 100:>7.0f}{r.peak_memory_mb:>8.0f}")
+                     f"{seed}{r.cpu_util * 100:>7.0f}{r.peak_memory_mb:>9.0f}")
     for vid, why in skipped.items():
         lines.append(f"{vid:<4}not run: {why}")
     lines.append("")
     lines.append(f"seed s / seed x: {SEED_MACHINE}.")
-    lines.append(f"{tree_memory_measure()} MB: peak {describe_tree_memory()}.")
+    lines.append(f"{tree_memory_measure()} MiB: peak {describe_tree_memory()}.")
     lines.extend(f"note: {n}" for n in notes)
     return "\n".join(lines)
 

@@ -19,6 +19,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from labkit.core.environment import usable_cpus
+from labkit.core.wording import count
 from labkit.distributed.ranks import close_process_group, init_from_env, worker_budget
 from labkit.samplers.resumable import DistributedBlockSampler
 
@@ -76,7 +77,7 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, workers: Optional[i
             disjoint = len(union) == len(set(union))
             covered = set(union) == set(range(n))
             ok = ok and disjoint and covered
-            print(f"epoch {epoch}: {info.world_size} ranks ({info.backend}, {workers} workers each) saw "
+            print(f"epoch {epoch}: {info.world_size} ranks ({info.backend}, {count(workers, 'worker')} each) saw "
                   f"{[len(s) for s in shares]} samples; disjoint: {disjoint}; cover all {n}: {covered}; "
                   f"rank 0 loss {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
     if info.rank == 0:

@@ -88,11 +88,11 @@ class TuneResult:
 
     def __str__(self) -> str:
         lines = [f"{'decoder':<22}{'num_workers':>12}{'prefetch_factor':>16}{'threads':>8}{'batches':>8}{'images/s':>10}"
-                 f"{f'peak {self.memory_measure} MB':>13}  verdict"]
+                 f"{f'peak {self.memory_measure} MiB':>14}  verdict"]
         for t in self.trials:
             threads = t.config.main_threads or "-"
             lines.append(f"{t.config.decoder:<22}{t.config.num_workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
-                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>13.0f}  {t.verdict}")
+                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.verdict}")
         b = self.best
         lines.append(f"decision: decoder={b.decoder}, num_workers={b.num_workers}, prefetch_factor={b.prefetch_factor}, main "
                      f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
@@ -129,11 +129,11 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
         trial = Trial(config, in_flight=shm_batches(config.num_workers, config.prefetch_factor) * batch_bytes)
         trials.append(trial)
         if trial.in_flight > budget.shm_bytes:
-            trial.verdict = f"skipped: {trial.in_flight / 2**20:.0f} MB in flight > shm budget"
+            trial.verdict = f"skipped: {trial.in_flight / 2**20:.0f} MiB in flight > shm budget"
             return None
         trial.images_per_s, trial.peak_memory = measure(config)
         if trial.peak_memory > budget.ram_bytes:
-            trial.verdict = f"rejected: {trial.peak_memory / 2**20:.0f} MB > RAM budget"
+            trial.verdict = f"rejected: {trial.peak_memory / 2**20:.0f} MiB > RAM budget"
             return None
         return trial
 

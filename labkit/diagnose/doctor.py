@@ -18,6 +18,7 @@ import torch
 
 from labkit.core.environment import usable_cpus
 from labkit.core.machine import MemoryFacts, memory_facts, os_name
+from labkit.core.wording import count
 from labkit.workers.thread_budget import main_thread_budget, threads_per_worker
 
 GIB = 2**30
@@ -80,7 +81,7 @@ def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
     if plan.num_workers == 0:
         return Finding("ok", "shared memory", "no workers: batches never pass through /dev/shm")
     need = plan.shm_bytes
-    what = (f"{plan.ranks_per_node} rank(s) × (num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} + 2) × "
+    what = (f"{count(plan.ranks_per_node, 'rank')} × (num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} + 2) × "
             f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_size(need)} in /dev/shm at once")
     if facts.shm_total is None or facts.shm_free is None:
         return Finding("ok", "shared memory", f"{what}; /dev/shm not available on {os_name()}: none to run out of")
@@ -118,8 +119,8 @@ def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Fin
 
 def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
     processes = plan.ranks_per_node * (plan.num_workers + 1)
-    text = (f"{plan.ranks_per_node} rank(s) × ({plan.num_workers} workers + 1 main) = {processes} busy processes "
-            f"on {cpus} CPUs")
+    text = (f"{count(plan.ranks_per_node, 'rank')} × ({count(plan.num_workers, 'worker')} + 1 main) = {processes} busy "
+            f"processes on {count(cpus, 'CPU')}")
     per_rank = max(1, cpus // plan.ranks_per_node - 1)
     fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process)"
     if processes > 2 * cpus:
@@ -181,7 +182,7 @@ def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[Memor
 def format_findings(plan: LoaderPlan, findings: List[Finding]) -> str:
     head = (f"labkit doctor: num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} × batch_size "
             f"{plan.batch_size} of "
-            f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), {plan.ranks_per_node} rank(s) "
+            f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), {count(plan.ranks_per_node, 'rank')} "
             f"per node, pin_memory={plan.pin_memory}")
     counts = {level: sum(f.level == level for f in findings) for level in ("fail", "warn", "ok")}
     tail = f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"

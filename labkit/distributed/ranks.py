@@ -20,6 +20,7 @@ import torch.distributed as dist
 from labkit.core.atomic import atomic_file
 from labkit.core.errors import LabkitOSError, LabkitRuntimeError, LabkitValueError
 from labkit.core.string_table import PathLike
+from labkit.core.wording import count
 
 _CHUNK = 1 << 22
 
@@ -82,11 +83,12 @@ def worker_budget(cores_per_node: int, ranks_per_node: int, max_workers: int = 8
     workers = max(1, min(max_workers, cores_per_node // ranks_per_node - 1))
     naive = ranks_per_node * (max_workers + 1)
     busy = ranks_per_node * (workers + 1)
-    reasoning = (f"{ranks_per_node} ranks x ({max_workers} workers + 1 main process) = {naive} busy processes on "
-                 f"{cores_per_node} cores would be {naive / cores_per_node:.2f}x the cores (the seed's 8 GPUs x 8 "
-                 f"workers trap). Each rank gets {cores_per_node} / {ranks_per_node} = "
-                 f"{cores_per_node / ranks_per_node:g} cores, less one for its main process: {workers} workers per "
-                 f"rank, {busy} busy processes in all ({busy / cores_per_node:.2f}x the cores).")
+    reasoning = (f"{count(ranks_per_node, 'rank')} x ({count(max_workers, 'worker')} + 1 main process) = {naive} busy "
+                 f"processes on {count(cores_per_node, 'core')} would be {naive / cores_per_node:.2f}x the cores (the "
+                 f"seed's 8 GPUs x 8 workers trap). Each rank gets {cores_per_node} / {ranks_per_node} = "
+                 f"{count(cores_per_node / ranks_per_node, 'core')}, less one for its main process: "
+                 f"{count(workers, 'worker')} per rank, {busy} busy processes in all ({busy / cores_per_node:.2f}x the "
+                 "cores).")
     return WorkerBudget(workers, reasoning)
 
 

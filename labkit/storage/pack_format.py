@@ -524,7 +524,7 @@ class VerifyReport:
 
     def __str__(self) -> str:
         return (f"OK {self.path}: {self.count} {self.kind} samples, {len(self.classes)} classes, "
-                f"{self.nbytes / 1e6:.1f} MB; header, index bounds and every checksum verified")
+                f"{self.nbytes / 2**20:.1f} MiB; header, index bounds and every checksum verified")
 
 
 def verify_pack(path: PathLike, progress: bool = False) -> VerifyReport:

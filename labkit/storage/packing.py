@@ -48,7 +48,7 @@ class PackReport:
     skipped: List[Dict[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
-        text = f"packed {self.count} {self.kind} samples into {self.path} ({self.nbytes / 1e6:.1f} MB)"
+        text = f"packed {self.count} {self.kind} samples into {self.path} ({self.nbytes / 2**20:.1f} MiB)"
         if self.skipped:
             text += f"; {len(self.skipped)} files could not be packed:\n" + "\n".join(
                 f"  {printable(s['path'])}: {s['error']}" for s in self.skipped)
