@@ -81,7 +81,8 @@ def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
     if plan.num_workers == 0:
         return Finding("ok", "shared memory", "no workers: batches never pass through /dev/shm")
     need = plan.shm_bytes
-    what = (f"{count(plan.ranks_per_node, 'rank')} × (num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} + 2) × "
+    what = (f"{count(plan.ranks_per_node, 'rank')} × (num_workers {plan.num_workers} × prefetch_factor "
+            f"{plan.prefetch_factor} + 2) × "
             f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_size(need)} in /dev/shm at once")
     if facts.shm_total is None or facts.shm_free is None:
         return Finding("ok", "shared memory", f"{what}; /dev/shm not available on {os_name()}: none to run out of")
@@ -92,8 +93,8 @@ def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
            "every batch in /dev/shm; it is the fix for 'Too many open files'")
     if need > facts.shm_free:
         return Finding("fail", "shared memory", f"{what}, but only {_size(facts.shm_free)} free: expect 'unable to "
-                       "allocate shared memory(shm) ... No space left on device' from a worker whose collate_fn "
-                       "stacks into /dev/shm, a loader that waits forever when a worker's finished batch cannot "
+                       "allocate shared memory(shm) ... No space left on device' (some torch releases print another "
+                       "errno there) from a worker whose collate_fn stacks into /dev/shm, a loader that waits forever when a worker's finished batch cannot "
                        "be moved there (it is dropped), or, where torch cannot reserve the space up front, "
                        "'DataLoader worker ... killed by signal: Bus error'", fix)
     if need > facts.shm_free / 2:
@@ -119,7 +120,8 @@ def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Fin
 
 def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
     processes = plan.ranks_per_node * (plan.num_workers + 1)
-    text = (f"{count(plan.ranks_per_node, 'rank')} × ({count(plan.num_workers, 'worker')} + 1 main) = {processes} busy "
+    text = (f"{count(plan.ranks_per_node, 'rank')} × ({count(plan.num_workers, 'worker')} + 1 main) = "
+            f"{processes} busy "
             f"processes on {count(cpus, 'CPU')}")
     per_rank = max(1, cpus // plan.ranks_per_node - 1)
     fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process)"
@@ -182,7 +184,8 @@ def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[Memor
 def format_findings(plan: LoaderPlan, findings: List[Finding]) -> str:
     head = (f"labkit doctor: num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} × batch_size "
             f"{plan.batch_size} of "
-            f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), {count(plan.ranks_per_node, 'rank')} "
+            f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), "
+            f"{count(plan.ranks_per_node, 'rank')} "
             f"per node, pin_memory={plan.pin_memory}")
     counts = {level: sum(f.level == level for f in findings) for level in ("fail", "warn", "ok")}
     tail = f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
