@@ -5,7 +5,8 @@ import multiprocessing
 import numpy as np
 import pytest
 
-from labkit.course.clips import STAGES, ClipFolderDataset, ClipWork, run_dataloader, run_pipeline, time_clip_stages
+from labkit.course.clips import (STAGES, ClipFolderDataset, ClipWork, LoaderRunner, PipelineRunner, run_dataloader,
+                                 run_pipeline, time_clip_stages)
 from labkit.course.synthetic_data import ClipSpec, make_clips
 from labkit.workers.staged_pipeline import PipelineError
 
@@ -68,3 +69,19 @@ def test_plot_draws_a_lane_per_process(clips):
     ax = run.plot()
     assert len(ax.get_yticks()) == 3  # main loop + 2 processes
     assert len(ax.patches) >= 2 * SPEC.n
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("make", [lambda root: LoaderRunner(root, WORK, workers=2),
+                                  lambda root: PipelineRunner(root, WORK, decoders=1, transformers=1)],
+                         ids=["dataloader", "pipeline"])
+def test_a_runner_reuses_its_processes_for_every_pass(clips, make):
+    with make(clips) as runner:
+        runs = [runner.run() for _ in range(2)]
+        for run in runs:  # each pass logs its own clips only, though the log is the runner's
+            assert len(run.arrivals) == SPEC.n and sorted(e["stage"] for e in run.events) == sorted(STAGES * SPEC.n)
+            assert run.start == min(e["start"] for e in run.events)  # the clock starts at the first stage call
+        pids = [{e["pid"] for e in run.events} for run in runs]
+        assert pids[0] == pids[1] and len(pids[0]) == 2  # the same two processes did both passes
+        assert len(multiprocessing.active_children()) == 2
+    assert multiprocessing.active_children() == []

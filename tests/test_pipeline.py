@@ -188,3 +188,19 @@ def test_a_stage_process_killed_at_any_moment_is_named_every_time(context, no_le
             wrong.append(f"run {run} (stage {stage} killed): {type(error).__name__}: {error}")
         assert multiprocessing.active_children() == [] and not segment_exists(pipe.segment)
     assert not wrong, f"{len(wrong)} of {runs} runs did not name the killed stage:\n" + "\n".join(wrong[:5])
+
+
+@pytest.mark.timeout(60)
+def test_a_persistent_pipeline_keeps_its_processes_and_ring_until_closed(clips):
+    with StagedPipeline(_folders(clips), _stage1(), _stage2, (4, 48, 64, 3), slots=3, persistent=True) as pipe:
+        first = dict(pipe)
+        pids, segment = sorted(p.pid for p in pipe.processes), pipe.segment
+        second = dict(pipe)
+        assert sorted(p.pid for p in pipe.processes) == pids and pipe.segment == segment and segment_exists(segment)
+        assert sorted(first) == sorted(second) == list(range(6))
+        assert all(np.array_equal(first[k], second[k]) for k in first)
+        for _ in pipe:
+            break  # an iteration that ends early stops everything, persistent or not
+        assert pipe.processes == [] and not segment_exists(segment) and multiprocessing.active_children() == []
+        assert len(dict(pipe)) == 6 and pipe.segment != segment  # the next one starts afresh
+    _no_children_and_no_segment(pipe.segment)

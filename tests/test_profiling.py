@@ -183,3 +183,37 @@ def test_timeline_counts_a_worker_busy_only_while_the_loop_ran():
     assert timeline.span == 2.0
     assert timeline.busy_share(0) == 1.0 and timeline.busy_share(1) == 0.75
     assert "worker 1: 2 batches, busy 75% of the time" in str(timeline)
+
+
+class _SlowMix:
+    """A DevicePrefetcher ``mix`` that takes 50 ms: work the prefetcher does on the device, after the copy."""
+
+    def __call__(self, images, labels):
+        time.sleep(0.05)
+        return images, labels
+
+
+def test_a_prefetchers_device_stage_is_split_from_the_wait_for_the_loader():
+    from labkit.device.transfer import DevicePrefetcher
+    from labkit.measure.step_profile import PrefetcherReport
+
+    prefetcher = DevicePrefetcher(DataLoader(Sleepy(n=16, read=0.01), batch_size=4), "cpu", mix=_SlowMix())
+    report = profile_loader(prefetcher, steps=2, warmup=1, model_step=lambda batch: None)
+    assert isinstance(report, PrefetcherReport)
+    assert min(report.wait_s) >= 0.04 - 0.005 and max(report.wait_s) < 0.05  # 4 reads of 10 ms; no mixing in it
+    assert min(report.convert_s) >= 0.05 and max(report.transfer_s) < 0.05
+    assert report.step_s[0] == pytest.approx(report.wait_s[0] + report.transfer_s[0] + report.convert_s[0]
+                                             + report.compute_s[0])
+    assert 0 < report.data_share < 0.5 < report.data_share + report.device_stage_share <= 1
+    assert report.images == 8 and report.images_per_s > 0
+    assert "fetch" in str(report) and "convert on the device" in str(report) and report.plot() is not None
+
+
+def test_a_prefetcher_iterated_as_it_is_folds_its_device_stage_into_the_wait():
+    from labkit.device.transfer import DevicePrefetcher
+    from labkit.measure.step_profile import PrefetcherReport
+
+    prefetcher = DevicePrefetcher(DataLoader(Sleepy(n=12), batch_size=4), "cpu", mix=_SlowMix())
+    report = profile_loader(prefetcher, steps=2, warmup=1, split_device_stage=False)
+    assert not isinstance(report, PrefetcherReport)
+    assert min(report.wait_s) >= 0.05 and max(report.transfer_s) < 0.01  # the 50 ms of mixing counted as waiting

@@ -10,6 +10,11 @@ process that runs it (a `SharedLog`), so a run reports more than clips/s: each c
 decode starting -> the clip arriving in the main loop), how long each stage took in each process, and
 a timeline of who did what. Those are the numbers that say whether a pipeline's stages are balanced,
 which decides whether it can beat a DataLoader with as many processes.
+
+`LoaderRunner` and `PipelineRunner` are the same two runs with their processes started once and reused
+for every pass (``persistent_workers``, a persistent `StagedPipeline`): under the spawn start method
+(macOS, Windows) each process start imports torch again, seconds each, and a lab that measures several
+settings a few passes each would spend most of its time starting processes.
 """
 
 from __future__ import annotations
@@ -166,7 +171,7 @@ class ClipRun:
     """One pass over every clip: when each arrived, and every stage call logged by the processes."""
 
     name: str
-    start: float
+    start: float  # when the pass's first stage call began (monotonic seconds): starting processes is not counted
     arrivals: List[float]  # arrival time of clip k (monotonic seconds), in clip order
     decode_start: List[float]  # when clip k's decode began
     events: List[Dict[str, Any]]
@@ -219,49 +224,109 @@ class ClipRun:
                 markersize=10)
         ax.set_yticks(range(len(pids) + 1), ["main loop"] + [f"process {k + 1}" for k in range(len(pids))])
         ax.set_xlim(left=0)
-        ax.set_xlabel("seconds since the run started")
+        ax.set_xlabel("seconds since the pass's first stage call")
         ax.set_title(self.name)
         handles = [plt.Rectangle((0, 0), 1, 1, color=f"C{k}") for k in range(len(STAGES))]
         ax.legend(handles, STAGES, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize="small")
         return ax
 
 
+def _first_call(events: Sequence[Dict[str, Any]], default: float) -> float:
+    """When the first stage call of a pass began: its clock starts there, not when its processes were started
+    (under spawn, seconds of importing torch that neither a DataLoader nor a pipeline would pay every epoch)."""
+    return min((e["start"] for e in events), default=default)
+
+
+class LoaderRunner:
+    """Passes of every clip under ``root`` through one DataLoader whose workers each do both steps of a clip;
+    its workers start with the first pass and are reused (``persistent_workers``) until `close`."""
+
+    def __init__(self, root: str, work: ClipWork, workers: int) -> None:
+        self.log = SharedLog("labkit-clips-")
+        self.dataset = LoggedClipDataset(root, work, self.log)
+        self.loader = DataLoader(self.dataset, batch_size=None, num_workers=workers, persistent_workers=workers > 0)
+        self.name = f"DataLoader, {workers} worker{'s' if workers != 1 else ''}"
+
+    def run(self) -> ClipRun:
+        """One pass over every clip (the first one also starts the workers)."""
+        mark = self.log.mark()
+        arrivals: List[float] = []
+        start = time.monotonic()
+        for _ in self.loader:
+            arrivals.append(time.monotonic())
+        events = self.log.records(mark)
+        by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
+        decode_start = [by_path[self.dataset.clip_path(k)] for k in range(len(arrivals))]  # arrive in index order
+        return ClipRun(self.name, _first_call(events, start), arrivals, decode_start, events)
+
+    def close(self) -> None:
+        """Stop the workers (a no-op when none run)."""
+        iterator = getattr(self.loader, "_iterator", None)
+        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
+            iterator._shutdown_workers()
+        self.loader._iterator = None
+
+    def __enter__(self) -> "LoaderRunner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class PipelineRunner:
+    """Passes of every clip under ``root`` (or the clip folders ``items``) through one persistent
+    `StagedPipeline`: its processes start with the first pass and are reused until `close`."""
+
+    def __init__(self, root: str, work: ClipWork, decoders: int, transformers: int, slots: Optional[int] = None,
+                 items: Optional[Sequence[str]] = None) -> None:
+        self.log = SharedLog("labkit-clips-")
+        if items is None:
+            dataset = ClipFolderDataset(root, work.frames, work.size)
+            items = [dataset.clip_path(k) for k in range(len(dataset))]
+        self.folders = list(items)
+        self.pipe = StagedPipeline(self.folders, LoggedStage(work.decode(), "decode", self.log),
+                                   LoggedStage(work.transform(), "transform", self.log), work.frame_shape,
+                                   decoders=decoders, transformers=transformers,
+                                   slots=slots or 2 * (decoders + transformers), persistent=True)
+        self.name = f"pipeline, {decoders} decode + {transformers} transform"
+
+    def run(self) -> ClipRun:
+        """One pass over every clip (the first one also starts the processes)."""
+        mark = self.log.mark()
+        arrived: Dict[int, float] = {}
+        start = time.monotonic()
+        for index, _ in self.pipe:
+            arrived[index] = time.monotonic()
+        events = self.log.records(mark)
+        by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
+        order = sorted(arrived)
+        return ClipRun(self.name, _first_call(events, start), [arrived[k] for k in order],
+                       [by_path[self.folders[k]] for k in order], events)
+
+    def close(self) -> None:
+        """Stop the processes and unlink the ring (a no-op when nothing runs)."""
+        self.pipe.close()
+
+    def __enter__(self) -> "PipelineRunner":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def run_dataloader(root: str, work: ClipWork, workers: int) -> ClipRun:
-    """Every clip under ``root`` through a DataLoader whose workers each do both steps of a clip."""
-    log = SharedLog("labkit-clips-")
-    dataset = LoggedClipDataset(root, work, log)
-    loader = DataLoader(dataset, batch_size=None, num_workers=workers)
-    arrivals: List[float] = []
-    start = time.monotonic()
-    for _ in loader:
-        arrivals.append(time.monotonic())
-    events = log.records()
-    by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
-    decode_start = [by_path[dataset.clip_path(k)] for k in range(len(arrivals))]  # clips arrive in index order
-    return ClipRun(f"DataLoader, {workers} worker{'s' if workers != 1 else ''}", start, arrivals, decode_start,
-                   events)
+    """Every clip under ``root`` through a DataLoader whose workers each do both steps of a clip: one pass,
+    workers started for it and stopped after (`LoaderRunner` reuses them over passes)."""
+    with LoaderRunner(root, work, workers) as runner:
+        return runner.run()
 
 
 def run_pipeline(root: str, work: ClipWork, decoders: int, transformers: int, slots: Optional[int] = None,
                  items: Optional[Sequence[str]] = None) -> ClipRun:
-    """Every clip under ``root`` (or the clip folders ``items``) through a `StagedPipeline`."""
-    log = SharedLog("labkit-clips-")
-    if items is None:
-        dataset = ClipFolderDataset(root, work.frames, work.size)
-        items = [dataset.clip_path(k) for k in range(len(dataset))]
-    folders = list(items)
-    pipe = StagedPipeline(folders, LoggedStage(work.decode(), "decode", log),
-                          LoggedStage(work.transform(), "transform", log), work.frame_shape, decoders=decoders,
-                          transformers=transformers, slots=slots or 2 * (decoders + transformers))
-    arrived: Dict[int, float] = {}
-    start = time.monotonic()
-    for index, _ in pipe:
-        arrived[index] = time.monotonic()
-    events = log.records()
-    by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
-    order = sorted(arrived)
-    return ClipRun(f"pipeline, {decoders} decode + {transformers} transform", start, [arrived[k] for k in order],
-                   [by_path[folders[k]] for k in order], events)
+    """Every clip under ``root`` (or the clip folders ``items``) through a `StagedPipeline`: one pass, processes
+    started for it and stopped after (`PipelineRunner` reuses them over passes)."""
+    with PipelineRunner(root, work, decoders, transformers, slots, items) as runner:
+        return runner.run()
 
 
 def time_clip_stages(root: str, work: ClipWork, clips: int = 8) -> Dict[str, List[float]]:

@@ -113,8 +113,9 @@ class DevicePrefetcher:
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
 
-    def _prepare(self, batch: Any) -> Any:
-        """Copy to the device and convert there (called on the side stream on CUDA)."""
+    def prepare(self, batch: Any) -> Any:
+        """One batch copied to the device and converted there, as `__iter__` hands it out (there on the side
+        stream on CUDA); public so that a profiler can time this stage apart from the wait for the batch."""
         batch = to_device(batch, self.device, non_blocking=True)
         if not isinstance(batch, (list, tuple)) or not isinstance(batch[0], torch.Tensor):
             return batch
@@ -137,7 +138,7 @@ class DevicePrefetcher:
     def __iter__(self) -> Iterator[Any]:
         if self.device.type != "cuda":
             for batch in self.loader:
-                yield self._prepare(batch)
+                yield self.prepare(batch)
             return
         side = torch.cuda.Stream(self.device)
         batches = iter(self.loader)
@@ -148,7 +149,7 @@ class DevicePrefetcher:
             except StopIteration:
                 return None
             with torch.cuda.stream(side):
-                return self._prepare(batch)
+                return self.prepare(batch)
 
         upcoming = preload()
         while upcoming is not None:

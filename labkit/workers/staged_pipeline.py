@@ -10,7 +10,9 @@ slower stage alone, not by the sum of both — the point of the seed's video exa
 Failure is loud and clean: an exception in any stage is re-raised in the main process as
 `PipelineError` naming the stage and the item; a worker that dies is named too; and however
 the iteration ends (done, error, ``break``, Ctrl-C), every process is stopped and the
-shared memory unlinked.
+shared memory unlinked — except with ``persistent=True`` after an iteration that went through
+every item: then the processes and the ring wait for the next iteration (each process start under
+spawn or forkserver imports torch again, seconds each), until `StagedPipeline.close`.
 """
 
 from __future__ import annotations
@@ -134,11 +136,16 @@ class StagedPipeline:
 
     ``stage1(item)`` must return an array of ``frame_shape`` and ``dtype``; both stage
     functions must be importable (module-level) so worker processes can find them.
+
+    ``persistent=True`` keeps the processes and the ring from one complete iteration to the next (as a
+    DataLoader's ``persistent_workers``); an iteration that ends early still stops everything. Close a
+    persistent pipeline with `close` (or use it as a context manager).
     """
 
     def __init__(self, items: Sequence[Any], stage1: Callable[[Any], np.ndarray],
                  stage2: Callable[[np.ndarray], Any], frame_shape: Sequence[int], dtype: Any = np.uint8,
-                 decoders: int = 1, transformers: int = 1, slots: int = 8, context: Optional[str] = None) -> None:
+                 decoders: int = 1, transformers: int = 1, slots: int = 8, context: Optional[str] = None,
+                 persistent: bool = False) -> None:
         if decoders < 1 or transformers < 1 or slots < 1:
             raise LabkitValueError("decoders, transformers and slots must all be >= 1")
         self.items, self.stage1, self.stage2 = list(items), stage1, stage2
@@ -148,6 +155,8 @@ class StagedPipeline:
         self.shm: Optional[shared_memory.SharedMemory] = None
         self.segment: Optional[str] = None  # name of the last ring, kept after it is unlinked (see segment_exists)
         self.processes: List[Any] = []
+        self.persistent = persistent
+        self._running: Optional[Tuple[Any, Any, Any, Any, Any]] = None  # (stop, tasks, ready, free, results)
 
     def __len__(self) -> int:
         return len(self.items)
@@ -173,7 +182,9 @@ class StagedPipeline:
         return stop, tasks, ready, free, results
 
     def __iter__(self) -> Iterator[Tuple[int, Any]]:
-        stop, tasks, ready, free, results = self._start()
+        if self._running is None:
+            self._running = self._start()
+        stop, tasks, ready, free, results = self._running
         stop_feeding = threading.Event()
 
         def feed() -> None:
@@ -187,6 +198,7 @@ class StagedPipeline:
 
         feeder = threading.Thread(target=feed, name="pipeline-feeder", daemon=True)
         feeder.start()
+        finished = False
         try:
             for _ in range(len(self.items)):
                 message = self._next_result(results)
@@ -195,14 +207,32 @@ class StagedPipeline:
                     raise PipelineError(f"{stage} failed on item {index} ({self.items[index]!r}): {error}\n"
                                         f"--- traceback in the worker ---\n{trace}")
                 yield message[1], message[2]
+            finished = True  # every task taken, every slot free again: a persistent pipeline can go on
         finally:
             stop_feeding.set()
-            stop.set()
+            if not (finished and self.persistent):
+                stop.set()
             feeder.join()
-            self._shutdown()
-            for q in (tasks, ready, free, results):
-                q.cancel_join_thread()
-                q.close()
+            if not (finished and self.persistent):
+                self.close()
+
+    def close(self) -> None:
+        """Stop every process and unlink the ring (a no-op when nothing runs)."""
+        if self._running is None:
+            return
+        stop, *queues = self._running
+        self._running = None
+        stop.set()
+        self._shutdown()
+        for q in queues:
+            q.cancel_join_thread()
+            q.close()
+
+    def __enter__(self) -> "StagedPipeline":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     def _next_result(self, results: Any) -> Tuple[Any, ...]:
         while True:
