@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from torch.utils.data import Dataset
 
 from labkit.core.errors import LabkitIndexError, LabkitValueError
+from labkit.workers.profiled_loader import timed_batches
 
 
 class CallCountingDataset(Dataset):
@@ -116,22 +117,14 @@ def time_batch_waits(loader: Iterable[Any], step_s: float = 0.0, key: Optional[C
     waits: List[float] = []
     keys: List[Any] = []
     first: Optional[float] = None
-    seen = 0
     started = time.perf_counter()
     arrived = started
-    iterator = iter(loader)
-    while True:
-        asked = time.perf_counter()
-        try:
-            batch = next(iterator)
-        except StopIteration:
-            break
+    for seen, (waited, batch) in enumerate(timed_batches(loader), 1):
         now = time.perf_counter()
-        seen += 1
         if seen <= startup_batches:
             first, arrived = now - started, now
         else:
-            waits.append(now - asked)
+            waits.append(waited)
         if key is not None:
             keys.append(key(batch))
         if step_s:
