@@ -1,16 +1,20 @@
 import io
+import os
+import platform
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
 from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode.decoders import (DECODERS, DecodeError, DecompressionBombError, check_decodable, decode, get_decoder,
-                                    psnr, target_hw)
+                                    psnr, resize_uint8, target_hw)
 
 ALL = list(DECODERS)
 
@@ -178,6 +182,49 @@ def test_sizes_and_psnr_helpers():
         target_hw((1, 2, 3))
     a = torch.zeros(3, 4, 4, dtype=torch.uint8)
     assert psnr(a, a) == float("inf") and psnr(a, a + 255) == pytest.approx(0.0)
+
+
+def _torchvision_resize(image, hw):
+    from torchvision.transforms.v2 import functional as F
+
+    return F.resize(image, list(hw), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+
+
+@settings(max_examples=60, deadline=None)
+@given(h=st.integers(1, 300), w=st.integers(1, 300), oh=st.integers(1, 200), ow=st.integers(1, 200),
+       channels_last=st.booleans(), seed=st.integers(0, 2**16))
+def test_resize_is_torchvisions_bit_for_bit_stride_for_stride(h, w, oh, ow, channels_last, seed):
+    assume((oh, ow) != (1, 1))  # torchvision fails there; the next test covers it
+    pixels = torch.randint(0, 256, (h, w, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))
+    image = pixels.permute(2, 0, 1) if channels_last else pixels.permute(2, 0, 1).contiguous()
+    ours, theirs = resize_uint8(image, (oh, ow)), _torchvision_resize(image, (oh, ow))
+    assert torch.equal(ours, theirs) and ours.stride() == theirs.stride()
+
+
+def test_resize_without_the_vectorised_uint8_kernel_rounds_through_float_as_torchvision_does(monkeypatch):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    image = torch.randint(0, 256, (2, 3, 97, 131), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
+    ours = resize_uint8(image, (40, 64))
+    assert ours.shape == (2, 3, 40, 64) and torch.equal(ours, _torchvision_resize(image, (40, 64)))
+
+
+def test_a_resize_to_one_pixel_works_where_the_uint8_kernel_asserts(monkeypatch):
+    image = torch.randint(0, 256, (3, 5, 4), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
+    ours = resize_uint8(image, (1, 1))
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    assert ours.shape == (3, 1, 1) and torch.equal(ours, _torchvision_resize(image, (1, 1)))
+
+
+def test_only_the_torchvision_decoder_imports_torchvision():
+    # A worker that starts fresh imports what unpickling its dataset needs: Pillow's decoders must not cost it torchvision.
+    code = ("import sys; from labkit.datasets.map_style import PackedDataset; from labkit.decode.decoders import get_decoder;"
+            "get_decoder('pil-reduced'); print('torchvision' in sys.modules); get_decoder('torchvision');"
+            "print('torchvision' in sys.modules)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
+    assert out.split() == ["False", "True"]
 
 
 def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():

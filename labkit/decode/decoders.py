@@ -26,6 +26,7 @@ from __future__ import annotations
 import importlib.util
 import io
 import math
+import platform
 import re
 import warnings
 from typing import Callable, Dict, Optional, Sequence, Tuple, Union
@@ -33,10 +34,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 from PIL import Image, ImageOps
-# Imported here, not in the functions that use them: a forked DataLoader worker inherits what the
-# parent imported, but pays seconds for its own first import of torchvision, on its first image.
-from torchvision.io import ImageReadMode, decode_image, decode_jpeg
-from torchvision.transforms.v2 import functional as F
+from torch.nn.functional import interpolate
 
 from labkit.core.errors import LabkitError, LabkitValueError
 
@@ -137,9 +135,41 @@ def pil_to_tensor(img: Image.Image) -> torch.Tensor:
     return torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1).contiguous()
 
 
+def _torchvision_io():
+    """``torchvision.io``, imported on first use: a worker that starts fresh (spawn, forkserver) and
+    decodes with Pillow never pays its import, a second on a laptop. `get_decoder` imports it in the
+    parent for the decoders that need it, so a forked worker inherits it instead of paying on its first image."""
+    import torchvision.io
+
+    return torchvision.io
+
+
 def resize_uint8(image: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
-    """Antialiased bilinear resize of a uint8 C×H×W tensor (torch's vectorised uint8 kernel)."""
-    return F.resize(image, list(hw), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+    """Antialiased bilinear resize of a uint8 (..., C, H, W) tensor: what torchvision's
+    ``F.resize(image, hw, antialias=True)`` gives, bit for bit, from torch alone (see `_torchvision_io`).
+
+    On a CPU with torch's vectorised uint8 kernel (AVX2, AVX-512, ARM) the bytes are resized as they
+    are, keeping a channels-last input channels-last (a pixel view of a Pillow image needs no copy);
+    elsewhere (other CPUs, CUDA) through float32 and rounded back, as torchvision does.
+    """
+    channels, height, width = image.shape[-3:]
+    if (height, width) == tuple(hw):
+        return image
+    batch = image.reshape(-1, channels, height, width)
+    strides = batch.stride()
+    if batch.is_contiguous(memory_format=torch.channels_last) and batch.shape[0] == 1 and image.numel() != strides[0]:
+        # torch allocates a 1×C×H×W channels-last input's output as contiguous unless the batch stride says otherwise
+        batch = batch.as_strided(batch.shape, (image.numel(),) + strides[1:])
+    # torch's uint8 kernel fails an internal assert on a 1×1 output from a channels-first input (torch 2.14)
+    native = (image.device.type == "cpu" and tuple(hw) != (1, 1)
+              and (torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+                   or platform.machine() in ("aarch64", "arm64")))
+    if native:
+        out = interpolate(batch, size=list(hw), mode="bilinear", align_corners=False, antialias=True)
+    else:
+        out = interpolate(batch.float(), size=list(hw), mode="bilinear", align_corners=False,
+                          antialias=True).round_().to(torch.uint8)
+    return out.reshape(image.shape[:-3] + (channels, *hw))
 
 
 def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool) -> torch.Tensor:
@@ -203,8 +233,9 @@ def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXE
     if header.format not in TORCHVISION_FORMATS or header.mode == "CMYK":
         return _decode_with_pil(data, size, max_pixels, reduced=False)
     try:
-        img = decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8),
-                           mode=ImageReadMode.RGB, apply_exif_orientation=True)
+        tvio = _torchvision_io()
+        img = tvio.decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8),
+                                mode=tvio.ImageReadMode.RGB, apply_exif_orientation=True)
     except RuntimeError as e:
         raise DecodeError(describe_failure(data, e, f"cannot decode {header.format}")) from None
     return _finish(img, size)
@@ -248,22 +279,23 @@ def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = 256,
     for the whole batch: decoding leaves the CPU entirely. Only JPEG; check with
     ``labkit verify`` and a decode on the CPU first for anything else.
     """
+    tvio = _torchvision_io()
     try:
-        images = decode_jpeg(list(blobs), mode=ImageReadMode.RGB, device=device)
+        images = tvio.decode_jpeg(list(blobs), mode=tvio.ImageReadMode.RGB, device=device)
     except RuntimeError as e:
         raise _first_undecodable(blobs, device) or DecodeError(f"batch of {len(blobs)}: {_reason(e)}") from None
     hw = target_hw(size)
     if hw is not None:
-        images = [F.resize(img, list(hw), interpolation=F.InterpolationMode.BILINEAR, antialias=True)
-                  for img in images]
+        images = [resize_uint8(img, hw) for img in images]
     return torch.stack(images)
 
 
 def _first_undecodable(blobs: Sequence[torch.Tensor], device: Union[str, torch.device]) -> Optional[DecodeError]:
     """The batch's first file that fails alone, named by its position, or None if each decodes alone."""
+    tvio = _torchvision_io()
     for k, blob in enumerate(blobs):
         try:
-            decode_jpeg(blob, mode=ImageReadMode.RGB, device=device)
+            tvio.decode_jpeg(blob, mode=tvio.ImageReadMode.RGB, device=device)
         except RuntimeError as e:
             return DecodeError(f"batch item {k}: {describe_failure(bytes(blob.cpu().numpy()), e)}")
     return None
@@ -281,11 +313,14 @@ DECODERS: Dict[str, Decoder] = {
 def get_decoder(name: str) -> Decoder:
     """The decoder function called ``name``; a clear error lists the valid names."""
     try:
-        return DECODERS[name]
+        decoder = DECODERS[name]
     except KeyError:
         if name == "torchcodec":
             _require_torchcodec()
         raise LabkitValueError(f"unknown decoder {name!r}; choose one of {', '.join(DECODERS)}") from None
+    if decoder is decode_torchvision:
+        _torchvision_io()
+    return decoder
 
 
 def decode(data: bytes, size: Size = 256, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
