@@ -218,10 +218,11 @@ def test_a_resize_to_one_pixel_works_where_the_uint8_kernel_asserts(monkeypatch)
 
 
 def test_only_the_torchvision_decoder_imports_torchvision():
-    # A worker that starts fresh imports what unpickling its dataset needs: Pillow's decoders must not cost it torchvision.
-    code = ("import sys; from labkit.datasets.map_style import PackedDataset; from labkit.decode.decoders import get_decoder;"
-            "get_decoder('pil-reduced'); print('torchvision' in sys.modules); get_decoder('torchvision');"
-            "print('torchvision' in sys.modules)")
+    # A worker that starts fresh imports what unpickling its dataset needs: Pillow's decoders must not cost it
+    # torchvision's import.
+    code = ("import sys; from labkit.datasets.map_style import PackedDataset;"
+            "from labkit.decode.decoders import get_decoder; get_decoder('pil-reduced');"
+            "print('torchvision' in sys.modules); get_decoder('torchvision'); print('torchvision' in sys.modules)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out.split() == ["False", "True"]

@@ -205,5 +205,6 @@ def compare_decoders(paths: Sequence[str], decoders: Sequence[str] = tuple(DECOD
     """`time_stages` for each decoder on the same files, one after the other."""
     from tqdm.auto import tqdm
 
-    results = [time_stages(paths, d, size) for d in tqdm(decoders, desc="decoders", disable=not progress)]
+    results = [time_stages(paths, d, size)
+               for d in tqdm(decoders, desc="decoders", unit="decoder", disable=not progress)]
     return StageReport(results, len(paths))
