@@ -105,3 +105,21 @@ def test_stage_to_local_copies_once_verified_and_resumes(tmp_path):
 def test_same_file_name_twice_is_refused(tmp_path):
     with pytest.raises(ValueError, match="same file name"):
         stage_to_local(["a/x.pack", "b/x.pack"], tmp_path, local_rank=1)
+
+
+def test_ddp_demo_bounds_how_long_a_rank_waits_for_the_others(monkeypatch):
+    # A rank that aborts must turn the other's wait into an error within --timeout, not a hang of 30 minutes.
+    import datetime
+
+    from labkit.course import ddp_demo
+
+    asked = {}
+
+    def joined(timeout=None, **kwargs):
+        asked["timeout"] = timeout
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(ddp_demo, "init_from_env", joined)
+    with pytest.raises(RuntimeError, match="stop here"):
+        ddp_demo.main(["--timeout", "7"])
+    assert asked["timeout"] == datetime.timedelta(seconds=7)

@@ -9,6 +9,7 @@ import torch
 from torch.utils.data import RandomSampler
 
 from labkit.samplers.order_scores import block_sizes, plot_tradeoff, score_order, sweep_block_sizes
+from labkit.samplers.resumable import BlockShuffleSampler
 
 matplotlib.use("Agg")
 
@@ -43,6 +44,16 @@ def test_a_block_of_one_class_reads_less_and_mixes_less_than_random():
     eight = t.blocks[8]  # a batch is one block of one class
     assert eight.class_entropy == 0.0
     assert eight.pages_per_batch < t.random.pages_per_batch
+
+
+def test_a_wider_window_scores_the_orders_that_window_gives():
+    labels, offsets, lengths = _class_by_class()
+    t = sweep_block_sizes(labels, offsets, lengths, batch_size=8, window=4)
+    assert t.window == 4
+    for b, scores in t.blocks.items():
+        assert scores == score_order(BlockShuffleSampler(64, block_size=b, window=4, seed=0).order(0), labels, offsets,
+                                     lengths, 8)
+    assert t.blocks[8].class_entropy > sweep_block_sizes(labels, offsets, lengths, batch_size=8).blocks[8].class_entropy
 
 
 def test_plot_has_a_point_per_block_size_and_both_ends():

@@ -10,6 +10,7 @@ the epoch, and prints the numbers. Runs on CPUs (gloo) or GPUs (nccl).
 from __future__ import annotations
 
 import argparse
+import datetime
 import sys
 from typing import List, Optional, Tuple
 
@@ -46,8 +47,10 @@ def small_cnn(classes: int) -> nn.Module:
                          nn.Linear(8 * 16, classes))
 
 
-def run(n: int = 256, batch_size: int = 16, epochs: int = 1, workers: Optional[int] = None) -> bool:
-    info = init_from_env()
+def run(n: int = 256, batch_size: int = 16, epochs: int = 1, workers: Optional[int] = None,
+        timeout_s: float = 120.0) -> bool:
+    # A rank that waits longer than timeout_s for the others fails with an error instead of hanging the demo.
+    info = init_from_env(timeout=datetime.timedelta(seconds=timeout_s))
     dataset = IndexedImages(n)
     sampler = DistributedBlockSampler(n, info.world_size, info.rank, seed=0, block_size=32, window=2)
     budget = worker_budget(usable_cpus(), info.local_world_size)
@@ -95,8 +98,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers per rank (default: budget)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds a rank waits for the others in a collective before failing (default 120)")
     args = parser.parse_args(argv)
-    return 0 if run(args.samples, args.batch, args.epochs, args.workers) else 1
+    return 0 if run(args.samples, args.batch, args.epochs, args.workers, args.timeout) else 1
 
 
 if __name__ == "__main__":

@@ -113,13 +113,14 @@ def score_order(order: Sequence[int], labels: Sequence[int], offsets: Sequence[i
 
 @dataclass(frozen=True)
 class Tradeoff:
-    """The scores of each block size (window 1), and of a random and a sequential order."""
+    """The scores of each block size (at one shuffle ``window``), and of a random and a sequential order."""
 
     batch_size: int
     page_size: int
     blocks: Dict[int, OrderScores]
     random: OrderScores
     sequential: OrderScores
+    window: int = 1
 
 
 def block_sizes(n: int) -> list:
@@ -128,8 +129,8 @@ def block_sizes(n: int) -> list:
 
 
 def sweep_block_sizes(labels: Sequence[int], offsets: Sequence[int], lengths: Sequence[int], batch_size: int,
-                      page_size: int = 1 << 20, seed: int = 0) -> Tradeoff:
-    """`score_order` of epoch 0 of a `BlockShuffleSampler` for every block size of
+                      page_size: int = 1 << 20, seed: int = 0, window: int = 1) -> Tradeoff:
+    """`score_order` of epoch 0 of a `BlockShuffleSampler` (with ``window``) for every block size of
     `block_sizes`, and of a seeded `RandomSampler` order and the file order, on a data set stored as
     ``offsets``/``lengths`` (a pack's index) with classes ``labels``."""
     n = len(labels)
@@ -139,9 +140,10 @@ def sweep_block_sizes(labels: Sequence[int], offsets: Sequence[int], lengths: Se
     def scores(order: Sequence[int]) -> OrderScores:
         return score_order(order, labels, offsets, lengths, batch_size, page_size)
 
-    blocks = {b: scores(BlockShuffleSampler(n, block_size=b, window=1, seed=seed).order(0)) for b in block_sizes(n)}
+    blocks = {b: scores(BlockShuffleSampler(n, block_size=b, window=window, seed=seed).order(0))
+              for b in block_sizes(n)}
     shuffled = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()  # RandomSampler's order
-    return Tradeoff(batch_size, page_size, blocks, scores(shuffled), scores(list(range(n))))
+    return Tradeoff(batch_size, page_size, blocks, scores(shuffled), scores(list(range(n))), window)
 
 
 def plot_tradeoff(tradeoff: Tradeoff, ax: Any = None) -> Any:
@@ -152,7 +154,7 @@ def plot_tradeoff(tradeoff: Tradeoff, ax: Any = None) -> Any:
     ax = ax or plt.subplots(figsize=(6.5, 3.6), dpi=80)[1]
     points = tradeoff.blocks
     ax.plot([s.pages_per_batch for s in points.values()], [s.class_entropy for s in points.values()], "o-",
-            color="C0", label="BlockShuffleSampler, window=1")
+            color="C0", label=f"BlockShuffleSampler, window={tradeoff.window}")
     for b, s in points.items():
         ax.annotate(str(b), (s.pages_per_batch, s.class_entropy), textcoords="offset points", xytext=(4, 4),
                     fontsize=8)
