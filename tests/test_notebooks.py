@@ -137,6 +137,20 @@ def test_title_goals_takeaways_and_exercises(path):
         "the first code cell is the course's setup (QUICK, ws = course_workspace(...))")
 
 
+HEADER_TIME = re.compile(r"\*\*Time:\*\* (\d+) s in quick mode, measured .*?; (\d+) s under the spawn start method"
+                         r".*?Full mode \(`LABKIT_QUICK=0`\), measured the same way: (\d+) s", re.S)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_the_header_states_measured_times_for_quick_spawn_and_full_mode(path):
+    # How long a learner waits is a measurement like any other: quoted in seconds, never "estimated".
+    header = _read(path).cells[0].source
+    found = HEADER_TIME.search(header)
+    assert found, "the title cell's **Time:** line gives quick-mode, spawn and full-mode seconds, measured"
+    assert int(found.group(1)) < 60, "quick mode runs each notebook in under a minute on 2 cores"
+    assert "estimated" not in header and "not timed" not in header
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_every_labkit_name_imported_exists(path):
     for k, cell in _code_cells(_read(path)):
