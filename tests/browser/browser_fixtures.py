@@ -34,7 +34,9 @@ def find_chromium() -> Optional[str]:
     return next((path for path in map(shutil.which, CHROMIUM_NAMES) if path), None)
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: the server and the browser stop as soon as the browser tests end, instead of
+# idling beside the unit tests and notebooks that follow (and meeting their load) until the session ends.
+@pytest.fixture(scope="module")
 def chromium_path() -> str:
     path = find_chromium()
     if path is None:
@@ -43,7 +45,7 @@ def chromium_path() -> str:
     return path
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def lab(chromium_path, tmp_path_factory) -> Iterator[JupyterLab]:
     """JupyterLab on copies of the course's notebooks, in quick mode."""
     notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
@@ -52,7 +54,7 @@ def lab(chromium_path, tmp_path_factory) -> Iterator[JupyterLab]:
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser(chromium_path) -> Iterator[Browser]:
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=chromium_path, headless=True)
@@ -74,9 +76,10 @@ def page(browser) -> Iterator[Page]:
     page.on("pageerror", lambda error: errors.append(f"uncaught error: {error}"))
     try:
         yield page
+        reported = list(errors)  # while the test ran; closing the page is not part of it
     finally:
         context.close()
-    assert not errors, "the browser reported errors:\n" + "\n".join(errors)
+    assert not reported, "the browser reported errors:\n" + "\n".join(reported)
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ the tests is read or changed.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import secrets
@@ -151,7 +152,7 @@ class JupyterLab:
             try:
                 for kernel in self.api("kernels"):
                     self.api(f"kernels/{kernel['id']}", method="DELETE", timeout=grace)
-            except (urllib.error.URLError, OSError, ValueError):
+            except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError):
                 pass  # the server is failing: the kills below still stop everything
             try:  # kernels started since the list was taken (and their DataLoader workers)
                 tree += psutil.Process(self.process.pid).children(recursive=True)
