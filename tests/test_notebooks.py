@@ -18,6 +18,8 @@ from typing import Iterator, List, Tuple
 import nbformat
 import pytest
 
+from labkit.course.course_map import course_map
+
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAX_OUTPUT_BYTES = 2_000_000
@@ -59,6 +61,23 @@ def test_the_course_has_notebooks_and_readme_lists_each_one():
     present = {p.stem for p in NOTEBOOKS}
     assert present <= listed, f"notebooks/README.md does not list {sorted(present - listed)}"
     assert all(re.fullmatch(r"\d\d_[a-z0-9_]+", p.stem) for p in NOTEBOOKS)
+
+
+SECTION = r"\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)?"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_the_course_map_gives_the_seed_sections_the_header_cites(path):
+    """The course map (notebooks/README.md) and a notebook's opening cell name the same seed sections."""
+    rows = {name: sections for name, sections, _ in course_map().rows}
+    assert path.stem in rows, f"the course table in notebooks/README.md has no row for {path.stem}"
+    header = _read(path).cells[0].source
+    cited = set()
+    for run in re.finditer(rf"\bsections? ((?:{SECTION}(?:, | and )?)+)", header):
+        cited |= set(re.findall(SECTION, run.group(1)))
+    assert cited, "the opening cell cites no seed section ('section 2.1', 'sections 3.1–3.3 and 6.4')"
+    listed = {s.strip() for s in rows[path.stem].split(",")}
+    assert listed == cited, f"the course map gives sections {sorted(listed)}, the header cites {sorted(cited)}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
