@@ -22,13 +22,14 @@ import numpy as np
 import psutil
 
 from labkit.core.environment import usable_cpu_ids
-from labkit.core.machine import os_name
 from labkit.core.errors import LabkitValueError
+from labkit.core.machine import os_name
 from labkit.measure.process_memory import cpu_seconds, descendants
 
 BUSY = 70.0  # percent: a core above this, on average over the run, counts as busy
 IDLE = 30.0  # percent: a core below this counts as idle
 IO_WAIT = 10.0  # percent of a core's time waiting on I/O that is worth naming
+CROWDED = 0.25  # other programs' share of the cores' time above which a reading cannot be trusted
 
 
 @dataclass
@@ -64,6 +65,7 @@ class CoreUsage:
         means = self.mean_busy
         overall = float(means.mean())
         others = max(0.0, overall / 100 - self.own_share)
+        own_cores = self.own_share * len(self.cores)
         lines = [f"{len(self.cores)} cores busy on average " + ", ".join(f"{m:.0f} %" for m in means)
                  + f" ({len(self.times)} samples); this process and its workers used {self.own_share:.0%} of them"
                  + (f", other programs about {others:.0%}" if others >= 0.05 else "")]
@@ -82,7 +84,12 @@ class CoreUsage:
             lines.append(f"cores {idle_cores} stayed mostly idle (under {idle:.0f} %): there is room for more "
                          "workers, or the workers are waiting on something other than the CPU")
         elif means.min() >= busy:
-            if data_share is not None and data_share < 0.10:
+            if others >= CROWDED:
+                lines.append(f"every core busy, but this process and its workers had only {own_cores:.1f} of the "
+                             f"{len(self.cores)} cores' time: other programs' work hides whether more workers would "
+                             "help (they would have to win cores from those programs); rerun on a quieter machine "
+                             "before acting on this")
+            elif data_share is not None and data_share < 0.10:
                 lines.append("every core busy and the loop hardly waits for data: the compute side sets the pace. "
                              "On a GPU machine, cores this busy while the GPU's busy share is low point at the "
                              "device side or the copy to it")
@@ -92,7 +99,7 @@ class CoreUsage:
         else:
             lines.append(f"cores between {idle:.0f} and {busy:.0f} % busy: neither picture is clear; "
                          "profile_loader's wait share says which side to look at")
-        if others >= 0.25:
+        if others >= CROWDED and not (means.min() >= busy and not idle_cores):
             lines.append("other programs took a large share of these cores: rerun on a quieter machine "
                          "before acting on this")
         return "\n".join(lines)
@@ -115,13 +122,29 @@ class CoreUsage:
         return ax
 
 
+def time_shares(before: Any, after: Any) -> Optional[Any]:
+    """One core's CPU times between two ``psutil.cpu_times`` readings, as percentages of the interval (the same
+    named fields); ``None`` when no clock tick fell between them.
+
+    Computed here rather than by ``psutil.cpu_times_percent``: that scales by ``100 / max(1, total)``, so an
+    interval under a second per core comes out as a fraction of a second, not of the interval, and an idle core
+    sampled every 0.2 s reads 20 % idle, that is 80 % busy (psutil issue #1586).
+    """
+    deltas = [max(0.0, b - a) for a, b in zip(before, after)]
+    fields = getattr(after, "_fields", ())
+    total = sum(d for d, name in zip(deltas, fields) if name not in ("guest", "guest_nice"))  # inside user, nice
+    if total <= 0:
+        return None
+    return type(after)(*(100.0 * d / total for d in deltas))
+
+
 class CoreSampler:
     """``with CoreSampler(0.2) as sampler: run()`` — then ``sampler.usage`` holds the per-core picture.
 
-    A background thread reads each core's CPU times every ``interval`` seconds
-    (``psutil.cpu_times_percent(percpu=True)``); the thread sleeps inside psutil's call, so it costs
-    next to nothing. Leaving the block waits for the sample in progress (at most ``interval``). This
-    process's and its workers' CPU time is read at each sample too, for `CoreUsage.own_share`.
+    A background thread reads each core's CPU times every ``interval`` seconds (``psutil.cpu_times``,
+    turned into shares of the interval by `time_shares`) and sleeps in between, so it costs next to
+    nothing; leaving the block samples the last, shorter interval. This process's and its workers' CPU
+    time is read at each sample too, for `CoreUsage.own_share`.
     """
 
     def __init__(self, interval: float = 0.2) -> None:
@@ -144,18 +167,24 @@ class CoreSampler:
                 self._cpu_last[pid] = max(self._cpu_last.get(pid, 0.0), seconds)
 
     def _run(self) -> None:
-        while not self._stop.is_set():
-            sample = psutil.cpu_times_percent(interval=self.interval, percpu=True)
-            self._times.append(time.perf_counter() - self._start)
-            self._samples.append(sample)
+        while True:
+            stopped = self._stop.wait(self.interval)  # the last, shorter interval is sampled too
+            now = psutil.cpu_times(percpu=True)
+            sample = [time_shares(a, b) for a, b in zip(self._last, now)]
+            self._last = now
+            if all(core is not None for core in sample):  # an interval too short for the clock's ticks is skipped
+                self._times.append(time.perf_counter() - self._start)
+                self._samples.append(sample)
             self._tree_cpu()
+            if stopped:
+                return
 
     def __enter__(self) -> "CoreSampler":
         self._start = time.perf_counter()
         self._cpu_last: Dict[int, float] = {}
         self._tree_cpu()
         self._cpu_first = dict(self._cpu_last)  # processes started later begin at zero
-        psutil.cpu_times_percent(percpu=True)  # the next call's interval starts now
+        self._last = psutil.cpu_times(percpu=True)  # the first interval starts now
         self._thread = threading.Thread(target=self._run, name="labkit-core-sampler", daemon=True)
         self._thread.start()
         return self
