@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import matplotlib
 import numpy as np
 import pytest
@@ -64,6 +66,14 @@ def test_plot_has_a_point_per_block_size_and_both_ends():
     assert list(sweep_line.get_xdata()) == [s.pages_per_batch for s in t.blocks.values()]
     assert random_marker.get_label() == "RandomSampler" and sequential_marker.get_label() == "SequentialSampler"
     assert "batch of 8" in ax.get_xlabel()
+    # Every block size is named once; the two ends (1 and the whole set, both a full shuffle) share a label when
+    # their points coincide, instead of printing on top of each other.
+    labels_shown = [text.get_text() for text in ax.texts]
+    named = [size for text in labels_shown for size in text.split(", ")]
+    assert sorted(map(int, named)) == sorted(t.blocks) and len(labels_shown) == len({tuple(a.xy) for a in ax.texts})
+    both_ends_alike = dataclasses.replace(t, blocks={**t.blocks, 64: t.blocks[1]})
+    shown = [text.get_text() for text in plot_tradeoff(both_ends_alike).texts]
+    assert "1, 64" in shown and len(shown) == len(t.blocks) - 1
 
 
 def test_an_empty_index_is_refused():

@@ -1,4 +1,4 @@
-from labkit.core.wording import count
+from labkit.core.wording import clipped, count, first
 
 
 def test_one_is_singular_everything_else_plural():
@@ -6,3 +6,14 @@ def test_one_is_singular_everything_else_plural():
     assert count(0, "worker") == "0 workers"
     assert count(2, "batch", "batches") == "2 batches"
     assert count(1.0, "core") == "1 core" and count(1.5, "core") == "1.5 cores"
+
+
+def test_a_list_cut_short_says_so_and_how_long_it_was():
+    assert first(["a", "b"], 2) == "a, b"
+    assert first(range(8), 3) == "0, 1, 2, … (8 in all)"
+    assert first([], 4) == ""
+
+
+def test_a_line_cut_short_ends_in_an_ellipsis_within_its_width():
+    assert clipped("short", 8) == "short"
+    assert clipped("a longer name", 8) == "a longe…" and len(clipped("a longer name", 8)) == 8

@@ -1,8 +1,9 @@
-"""How the kit words a count in what it prints: "1 worker", "2 workers" (one place, so no message says "1 cores")."""
+"""How the kit words counts and lists in what it prints: "1 worker", "2 workers" (one place, so no message says
+"1 cores"), and a list cut short that says so ("a, b, c, … (8 in all)")."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 
 def count(n: float, noun: str, plural: Optional[str] = None) -> str:
@@ -10,3 +11,17 @@ def count(n: float, noun: str, plural: Optional[str] = None) -> str:
     ``count(1, "core") == "1 core"``, ``count(2, "batch", "batches") == "2 batches"``."""
     shown = f"{n:g}" if isinstance(n, float) else str(n)
     return f"{shown} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def first(items: Iterable[object], limit: int) -> str:
+    """The first ``limit`` of ``items`` joined by commas; a longer list ends in "…" and says how long it is, so a
+    reader never takes the shown part for the whole."""
+    shown = [str(item) for item in items]
+    if len(shown) <= limit:
+        return ", ".join(shown)
+    return ", ".join(shown[:limit]) + f", … ({len(shown)} in all)"
+
+
+def clipped(text: str, width: int) -> str:
+    """``text`` if it fits in ``width`` characters, else its start and "…" in ``width``: a cut line says it is cut."""
+    return text if len(text) <= width else text[: max(0, width - 1)] + "…"

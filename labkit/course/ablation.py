@@ -29,6 +29,7 @@ from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import HostBuffers
 from labkit.core.machine import os_name
+from labkit.core.wording import clipped
 from labkit.course.workspace import OUTPUT_SIZE, Workspace, shown_path
 from labkit.datasets.map_style import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                                        PackedDataset)
@@ -425,7 +426,7 @@ def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str,
     seed_v1 = VERSIONS[0].seed_step_s
     for r in results:
         seed = f"{r.seed_step_s:>8.2f}{seed_v1 / r.seed_step_s:>7.2f}x" if r.seed_step_s else f"{'':>16}"
-        lines.append(f"{r.id:<4}{r.name[:63]:<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
+        lines.append(f"{r.id:<4}{clipped(r.name, 63):<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
                      f"{seed}{r.cpu_util * 100:>7.0f}{r.peak_memory_mb:>9.0f}")
     for vid, why in skipped.items():
         lines.append(f"{vid:<4}not run: {why}")

@@ -104,7 +104,7 @@ def plot_speedups(runs: Sequence[AblationRun], ax: Any = None, versions: Optiona
     usable = [r for r in runs if r.speedups]
     ids = list(versions) if versions else sorted({vid for r in usable for vid in r.speedups},
                                                  key=lambda v: (len(v), v))
-    ax = ax or plt.subplots(figsize=(9, 3.6), dpi=90)[1]
+    ax = ax or plt.subplots(figsize=(9, 3.6), dpi=80)[1]
     width = 0.8 / max(1, len(usable))
     for k, run in enumerate(usable):
         xs = [i + (k - (len(usable) - 1) / 2) * width for i, vid in enumerate(ids) if vid in run.speedups]

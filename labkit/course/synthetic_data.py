@@ -256,7 +256,7 @@ def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: Optional[int] 
     workers = max(1, min(workers or usable_cpus(), spec.n))
     jobs = [(spec, out, i) for i in range(spec.n)]
     report = MakeReport(out)
-    bar = tqdm(total=spec.n, desc=f"labkit data {os.path.basename(out.rstrip(os.sep))}", unit="img",
+    bar = tqdm(total=spec.n, desc=f"labkit data {os.path.basename(out.rstrip(os.sep))}", unit=" images",
                disable=not progress)
     if workers == 1:
         results = map(_make_one, jobs)
@@ -368,7 +368,8 @@ def make_clips(out: str, spec: ClipSpec = ClipSpec(), workers: Optional[int] = N
         with mp.get_context().Pool(workers) as pool:
             written = sum(tqdm(pool.imap_unordered(_make_clip, jobs), total=spec.n, desc="labkit data --clips",
                                disable=not progress))
-    return f"{out}: {written} clips written, {spec.n - written} kept ({spec.frames} frames of {spec.width}x{spec.height})"
+    return (f"{out}: {spec.n} clips of {spec.frames} frames, {spec.width}x{spec.height} ({written} written by this run, "
+            f"{spec.n - written} already there and complete)")
 
 
 @dataclass(frozen=True)

@@ -242,7 +242,7 @@ def find_slow_samples(dataset: Dataset, indices: Optional[Sequence[int]] = None,
 
     indices = list(range(len(dataset))) if indices is None else [int(i) for i in indices]  # type: ignore[arg-type]
     seconds = []
-    for i in tqdm(indices, desc="timing samples", unit="sample", disable=not progress):
+    for i in tqdm(indices, desc="timing samples", unit=" samples", disable=not progress):
         t0 = time.perf_counter()
         dataset[i]
         seconds.append(time.perf_counter() - t0)

@@ -18,7 +18,7 @@ import torch
 
 from labkit.core.environment import usable_cpus
 from labkit.core.machine import MemoryFacts, memory_facts, os_name
-from labkit.core.wording import count
+from labkit.core.wording import count, first
 from labkit.workers.thread_budget import main_thread_budget, threads_per_worker
 
 GIB = 2**30
@@ -160,7 +160,7 @@ def check_start_method(threads: Sequence[str]) -> Finding:
     method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
     if method == "fork" and len(threads) > 1:
         return Finding("warn", "fork after threads", f"start method fork with {len(threads)} threads running "
-                       f"({', '.join(threads[:4])}): a lock held by a thread at fork time stays locked in every "
+                       f"({first(threads, 4)}): a lock held by a thread at fork time stays locked in every "
                        "worker, which then hangs (seed 6.5)",
                        "create DataLoaders before starting threads, or multiprocessing_context='forkserver'")
     if method == "fork":

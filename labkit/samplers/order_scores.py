@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -146,6 +146,20 @@ def sweep_block_sizes(labels: Sequence[int], offsets: Sequence[int], lengths: Se
     return Tradeoff(batch_size, page_size, blocks, scores(shuffled), scores(list(range(n))), window)
 
 
+def _nearby_labels(points: Dict[int, OrderScores], closeness: float = 0.03) -> Dict[Tuple[float, float], List[str]]:
+    """Block sizes whose points lie within ``closeness`` of the axes' ranges of each other, as one label: both ends
+    of the sweep (block size 1 and the whole set) are a full shuffle and would print on top of each other."""
+    xs = [s.pages_per_batch for s in points.values()]
+    ys = [s.class_entropy for s in points.values()]
+    x_range, y_range = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
+    groups: Dict[Tuple[float, float], List[str]] = {}
+    for b, s in points.items():
+        near = next((xy for xy in groups if abs(xy[0] - s.pages_per_batch) <= closeness * x_range
+                     and abs(xy[1] - s.class_entropy) <= closeness * y_range), None)
+        groups.setdefault(near or (s.pages_per_batch, s.class_entropy), []).append(str(b))
+    return groups
+
+
 def plot_tradeoff(tradeoff: Tradeoff, ax: Any = None) -> Any:
     """Class entropy per batch against pages touched per batch: one point per block size (labelled),
     the random and sequential orders as markers. Returns the axes."""
@@ -155,9 +169,8 @@ def plot_tradeoff(tradeoff: Tradeoff, ax: Any = None) -> Any:
     points = tradeoff.blocks
     ax.plot([s.pages_per_batch for s in points.values()], [s.class_entropy for s in points.values()], "o-",
             color="C0", label=f"BlockShuffleSampler, window={tradeoff.window}")
-    for b, s in points.items():
-        ax.annotate(str(b), (s.pages_per_batch, s.class_entropy), textcoords="offset points", xytext=(4, 4),
-                    fontsize=8)
+    for (x, y), sizes in _nearby_labels(points).items():
+        ax.annotate(", ".join(sizes), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.plot(tradeoff.random.pages_per_batch, tradeoff.random.class_entropy, "s", color="C3", label="RandomSampler")
     ax.plot(tradeoff.sequential.pages_per_batch, tradeoff.sequential.class_entropy, "^", color="C2",
             label="SequentialSampler")

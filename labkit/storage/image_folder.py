@@ -16,6 +16,7 @@ import numpy as np
 
 from labkit.core.errors import LabkitFileNotFoundError
 from labkit.core.string_table import PathLike, StringTable
+from labkit.core.wording import first
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif")
 
@@ -64,5 +65,5 @@ def scan_image_folder(root: PathLike) -> FolderIndex:
         labels.extend([label] * len(found))
     if not relpaths:
         raise LabkitFileNotFoundError(f"{root}: no image files (extensions {', '.join(IMAGE_EXTENSIONS)}) "
-                                f"in its class folders {classes[:5]}")
+                                f"in its class folders ({first(classes, 5)})")
     return FolderIndex(root, classes, StringTable.from_strings(relpaths), np.asarray(labels, dtype=np.int64))

@@ -534,7 +534,7 @@ def verify_pack(path: PathLike, progress: bool = False) -> VerifyReport:
     if progress:
         from tqdm.auto import tqdm
 
-        indices = tqdm(indices, desc=f"verify {os.path.basename(reader.path)}", unit="sample")
+        indices = tqdm(indices, desc=f"verify {os.path.basename(reader.path)}", unit=" samples")
     for i in indices:
         reader.view(i)
     return VerifyReport(reader.path, reader.kind, len(reader), reader.nbytes, reader.classes)

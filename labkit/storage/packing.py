@@ -261,7 +261,7 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
     meta = {"source": os.path.basename(os.path.abspath(index.root)), "skipped": skipped}
     if hw:
         meta["decoded_by"] = decoder
-    bar = tqdm(total=len(index), desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit="file",
+    bar = tqdm(total=len(index), desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit=" files",
                disable=not progress)
     executor: Optional[ProcessPoolExecutor] = None
     writer: Optional[PackWriter] = None

@@ -13,6 +13,7 @@ from typing import Any, List, Optional, Tuple
 
 from labkit.core.environment import quick_mode
 from labkit.core.errors import LabkitError
+from labkit.core.wording import clipped
 
 
 def _size(text: str) -> Tuple[int, int]:
@@ -38,7 +39,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
         from labkit.course.synthetic_data import make_hostile
 
         for case in make_hostile(args.out, seed=args.seed):
-            print(f"{case.expect:>8}  {printable(case.relpath)[:60]}  ({case.what})")
+            print(f"{case.expect:>8}  {clipped(printable(case.relpath), 60)}  ({case.what})")
         print(f"{args.out}: hostile inputs written; expectations in hostile_manifest.json")
         return 0
     if args.clips is not None:

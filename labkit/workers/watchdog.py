@@ -42,6 +42,7 @@ from torch.utils.data import DataLoader, Dataset
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.machine import memory_facts
 from labkit.core.shared_log import SharedLog
+from labkit.core.wording import first
 from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.workers.worker_init import WorkerInitChain
 
@@ -342,7 +343,7 @@ class WatchedLoader:
         last = failed[-1]
         path_of = getattr(self._user_dataset(), "sample_path", None)
         where = f" (first: {path_of(last['indices'][0])})" if path_of is not None else ""
-        return f"raised in worker {last['worker']} while fetching samples {last['indices'][:8]}{where}"
+        return f"raised in worker {last['worker']} while fetching samples [{first(last['indices'], 8)}]{where}"
 
     def _answers(self, worker_id: int, w: Any) -> bool:
         return _DUMP_SIGNAL is not None and w.is_alive() and _read_mark(self.dump_dir, worker_id, "answers", w.pid) is not None
@@ -375,11 +376,11 @@ class WatchedLoader:
                 busy = True
                 indices = record["indices"]
                 since = time.monotonic() - record["time"]
-                line += f", fetching samples {indices[:8]}{'...' if len(indices) > 8 else ''} for {since:.1f} s"
+                line += f", fetching samples [{first(indices, 8)}] for {since:.1f} s"
                 if path_of is not None:
                     line += f" (first: {path_of(indices[0])})"
             elif record is not None and w.exitcode not in (None, 0):
-                line += (f", after its fetch of samples {record['indices'][:8]} had "
+                line += (f", after its fetch of samples [{first(record['indices'], 8)}] had "
                          f"{'raised' if record['event'] == 'error' else 'finished'} (it died in collate_fn or "
                          "while handing the batch over)")
             else:
