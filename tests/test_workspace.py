@@ -153,3 +153,12 @@ def test_paths_are_shown_relative_to_the_working_directory(tmp_path, monkeypatch
     monkeypatch.chdir(tmp_path)
     assert shown_path(str(tmp_path / "data" / "photos")) == os.path.join("data", "photos")
     assert shown_path(str(tmp_path.parent)) == ".."
+
+
+def test_messages_name_files_under_the_data_folder_relative_to_it_and_hide_other_folders(tmp_path, monkeypatch):
+    from labkit.course.workspace import shown_text
+
+    monkeypatch.setenv("LABKIT_DATA", str(tmp_path / "data"))
+    message = (f"{tmp_path / 'data' / 'photos.pack'}: record 100 is damaged; "
+               "see /home/someone/project/logs/run.txt or ./notes/x.txt")
+    assert shown_text(message) == "photos.pack: record 100 is damaged; see run.txt or ./notes/x.txt"

@@ -18,6 +18,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "course_workspace": "workspace",
     "data_root": "workspace",
     "shown_path": "workspace",
+    "shown_text": "workspace",
     "learner_folder": "learner_modules",
     "load_learner_module": "learner_modules",
     "derived_folder": "workspace",

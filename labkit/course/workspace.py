@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import tempfile
 from dataclasses import dataclass
 from typing import List, Optional
@@ -140,6 +141,13 @@ def shown_path(path: str) -> str:
         return os.path.relpath(path)
     except ValueError:
         return path
+
+
+def shown_text(text: str) -> str:
+    """A message (an error, a report) as the course prints it: paths under `data_root` relative to it, and the
+    folders of any other absolute path left out, so stored outputs name files without this machine's folders."""
+    text = text.replace(data_root() + os.sep, "")
+    return re.sub(r"(?<![\w.])(?:/[\w.@+-]+){2,}/(?=[\w.@+-])", "", text)
 
 
 def data_root() -> str:
