@@ -162,3 +162,21 @@ def test_messages_name_files_under_the_data_folder_relative_to_it_and_hide_other
     message = (f"{tmp_path / 'data' / 'photos.pack'}: record 100 is damaged; "
                "see /home/someone/project/logs/run.txt or ./notes/x.txt")
     assert shown_text(message) == "photos.pack: record 100 is damaged; see run.txt or ./notes/x.txt"
+
+
+def test_messages_keep_what_only_looks_like_a_path(tmp_path, monkeypatch):
+    from labkit.course.workspace import shown_text
+
+    monkeypatch.setenv("LABKIT_DATA", "/data")
+    kept = ("see https://pytorch.org/docs/stable/data.html, file:///home/u/x, ~/.cache/labkit/p.pack, "
+            "C:/Users/x/y.txt, 120 images/s, a 1/2/3 split and /mnt/data/x")
+    assert shown_text(kept) == kept.replace("/mnt/data/x", "x")
+
+
+def test_messages_name_files_in_a_scratch_folder_relative_to_it(tmp_path, monkeypatch):
+    from labkit.course.workspace import shown_text
+
+    monkeypatch.setenv("LABKIT_DATA", str(tmp_path))
+    scratch = tmp_path / "lab05-x1y2"
+    assert shown_text(f"{scratch / 'photos.pack'}: sample 100", inside=[str(scratch)]) == "photos.pack: sample 100"
+    assert shown_text(f"'{scratch / 'a.pack'}'") == "'lab05-x1y2/a.pack'"

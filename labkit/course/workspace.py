@@ -18,7 +18,7 @@ import os
 import re
 import tempfile
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 from labkit.core.environment import DATA_ENV, clone_root, quick_mode
 from labkit.core.errors import LabkitError
@@ -143,11 +143,18 @@ def shown_path(path: str) -> str:
         return path
 
 
-def shown_text(text: str) -> str:
-    """A message (an error, a report) as the course prints it: paths under `data_root` relative to it, and the
-    folders of any other absolute path left out, so stored outputs name files without this machine's folders."""
-    text = text.replace(data_root() + os.sep, "")
-    return re.sub(r"(?<![\w.])(?:/[\w.@+-]+){2,}/(?=[\w.@+-])", "", text)
+# An absolute path's folders, where a path can start: at the start, after white space, a quote or a bracket (so
+# not inside a URL, "~/..." or "C:/..."), two folders deep at least, up to its last part.
+_FOLDERS = r"(?:(?<=^)|(?<=[\s'\"(\[]))(?:/[\w.@+-]+){2,}/(?=[\w.@+-])"
+
+
+def shown_text(text: str, inside: Sequence[str] = ()) -> str:
+    """A message (an error, a report) as the course prints it: paths under `data_root` (or under a folder of
+    ``inside``, such as a lab's scratch folder) relative to it, and the folders of any other absolute path left
+    out, so stored outputs name files without this machine's folders."""
+    for folder in list(inside) + [data_root()]:
+        text = re.sub(r"(?:(?<=^)|(?<=[\s'\"(\[]))" + re.escape(folder.rstrip(os.sep) + os.sep), "", text)
+    return re.sub(_FOLDERS, "", text)
 
 
 def data_root() -> str:
