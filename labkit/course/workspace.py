@@ -143,9 +143,11 @@ def shown_path(path: str) -> str:
         return path
 
 
-# An absolute path's folders, where a path can start: at the start, after white space, a quote or a bracket (so
-# not inside a URL, "~/..." or "C:/..."), two folders deep at least, up to its last part.
-_FOLDERS = r"(?:(?<=^)|(?<=[\s'\"(\[]))(?:/[\w.@+-]+){2,}/(?=[\w.@+-])"
+# Where a path can start in a message: at the start, after white space, a quote or a bracket (so not inside a URL,
+# "~/..." or "C:/...").
+_PATH_START = r"(?:(?<=^)|(?<=[\s'\"(\[]))"
+# An absolute path's folders, two deep at least, up to its last part.
+_FOLDERS = _PATH_START + r"(?:/[\w.@+-]+){2,}/(?=[\w.@+-])"
 
 
 def shown_text(text: str, inside: Sequence[str] = ()) -> str:
@@ -153,7 +155,7 @@ def shown_text(text: str, inside: Sequence[str] = ()) -> str:
     ``inside``, such as a lab's scratch folder) relative to it, and the folders of any other absolute path left
     out, so stored outputs name files without this machine's folders."""
     for folder in list(inside) + [data_root()]:
-        text = re.sub(r"(?:(?<=^)|(?<=[\s'\"(\[]))" + re.escape(folder.rstrip(os.sep) + os.sep), "", text)
+        text = re.sub(_PATH_START + re.escape(folder.rstrip(os.sep) + os.sep), "", text)
     return re.sub(_FOLDERS, "", text)
 
 
