@@ -152,6 +152,25 @@ def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
     assert "v3 vs v2" not in printed  # no v2 measured: no claim checked against it
     assert f"{tree_memory_measure()} MiB: peak {describe_tree_memory()}" in printed  # the column says what it is
     assert saved["memory_budget"]["ram_bytes"] > 0 and any("autotuner's" in n for n in saved["notes"])
+    # v6 normalises on the device: its stage is timed; no version picks a decoder by speed: none is timed
+    assert any(n.startswith("device stage") for n in saved["notes"])
+    assert not any(n.startswith("decoders timed") for n in saved["notes"])
+    assert saved["settings"]["fastest_decoder"] is None
+
+
+@pytest.mark.timeout(60)
+def test_the_decoders_are_timed_only_for_a_version_that_picks_the_fastest(ws, monkeypatch):
+    import labkit.course.ablation as ablation
+
+    timed = []
+    monkeypatch.setattr(ablation, "fastest_decoder", lambda ws: timed.append(1) or ("pil", {"pil": 0.001}))
+    settings = Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu")
+    report = run_ablation(ws, settings, only=["v1"], progress=False)
+    assert not timed and not any(n.startswith(("decoders timed", "device stage")) for n in report["notes"])
+    report = run_ablation(ws, settings, only=["v5"], progress=False)
+    assert timed and report["settings"]["fastest_decoder"] == "pil"
+    assert any(n.startswith("decoders timed") and n.endswith("v5 uses pil") for n in report["notes"])
+    assert any(n.startswith("device stage") for n in report["notes"])
 
 
 @pytest.mark.timeout(60)
