@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
-DATA   ?= data/photos
+DATA   ?=
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
 .PHONY: demo test lab clean-venv
@@ -14,9 +14,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -e ".[lab,test,torchcodec]"
 	touch $(STAMP)
 
-# Make the quick data set if it is missing, then run the main job on it.
+# Make the kit's photo-like set if it is missing (or measure DATA=path/to/ImageFolder, which must exist), then
+# run the main job on it.
 demo: $(STAMP)
-	LABKIT_QUICK=$${LABKIT_QUICK-1} $(BIN)/labkit demo --data $(DATA)
+	LABKIT_QUICK=$${LABKIT_QUICK-1} $(BIN)/labkit demo $(if $(DATA),--data $(DATA))
 
 # Unit tests (tests/browser drives the panels in JupyterLab with a Chromium, skipped when none is found),
 # then every notebook under nbval in quick mode; the sanitize file keeps paths, addresses and timings out of

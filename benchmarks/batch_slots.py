@@ -11,23 +11,24 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
-import os
 from statistics import median
 
+from labkit.core.atomic import write_json
 from labkit.core.environment import quick_mode
 from labkit.course.ablation import VERSIONS, Settings, fastest_decoder, measure_version
 from labkit.course.workspace import prepare
 from labkit.measure.loader_timing import describe_machine, machine_info
+from labkit.measure.result_files import result_path
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="data/photos")
+    parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
     parser.add_argument("--pairs", type=int, default=5, help="alternating pairs of runs; medians reported")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     quick = quick_mode()
+    out = result_path("batch_slots", quick, args.json)
     ws = prepare(args.data, quick=quick, progress=False)
     settings = Settings(runs=2, steps=3 if quick else 20, min_seconds=0.0, device="cpu")
     decoder, _ = fastest_decoder(ws)
@@ -48,11 +49,8 @@ def main() -> None:
     for name, values in rates.items():
         print(f"  {name:<34} median {median(values):7.1f} images/s")
     print(f"  slots / fresh: median of pairs {median(ratios):.2f}x (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
-    out = args.json or os.path.join(os.path.dirname(__file__), "results",
-                                    f"batch_slots_{info['cpu_count']}cpu{'_quick' if quick else ''}.json")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump({"machine": info, "decoder": decoder, "images": ws.count, "images_per_s": rates,
-                   "ratio_per_pair": ratios, "median_ratio": median(ratios)}, f, indent=1)
+    write_json(out, {"machine": info, "decoder": decoder, "images": ws.count, "images_per_s": rates,
+                     "ratio_per_pair": ratios, "median_ratio": median(ratios)})
     print(f"wrote {out}")
 
 

@@ -204,7 +204,10 @@ def main() -> None:
         atheris_child(float(seconds), float(limit), workdir, out)
         return
     signal.signal(signal.SIGALRM, _alarm)
+    from labkit.core.atomic import write_json
+    from labkit.measure.result_files import result_path
 
+    out = None if args.json is None else result_path("fuzz_pack", False, args.json, folder=RESULTS)
     try:
         import atheris  # noqa: F401  (only whether it is installed)
         have_atheris = True
@@ -236,12 +239,10 @@ def main() -> None:
         for found in t.broken_promises + t.hangs:
             print(f"  {found['mutation']}: {found['error']}")
     failed = any(t.broken_promises or t.hangs for t in tallies)
-    if args.json is not None:
-        out = args.json or os.path.join(RESULTS, f"fuzz_pack_{info['cpu_count']}cpu.json")
-        with open(out, "w", encoding="utf-8") as f:
-            json.dump({"machine": info, "settings": {"seconds": args.seconds, "example_limit_s": args.example_limit,
-                                                     "engines": engines},
-                       "engines": [asdict(t) for t in tallies], "promise_kept": not failed}, f, indent=1)
+    if out is not None:
+        write_json(out, {"machine": info, "settings": {"seconds": args.seconds, "example_limit_s": args.example_limit,
+                                                       "engines": engines},
+                         "engines": [asdict(t) for t in tallies], "promise_kept": not failed})
         print(f"wrote {out}")
     sys.exit(1 if failed else 0)
 

@@ -22,9 +22,7 @@ fraction is taken against their mean; ``--rounds`` rounds, medians over rounds r
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
-import os
 import time
 from statistics import median
 from typing import Any, Sequence
@@ -32,11 +30,13 @@ from typing import Any, Sequence
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
+from labkit.core.atomic import write_json
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.course.ablation import VERSIONS, Settings, measure_version
 from labkit.course.workspace import OUTPUT_SIZE, prepare
 from labkit.decode.decoders import DECODERS, decode
 from labkit.measure.loader_timing import describe_machine, machine_info, spread_indices
+from labkit.measure.result_files import result_path
 from labkit.storage.pack_format import PackReader
 from labkit.workers.thread_budget import torch_threads
 
@@ -188,12 +188,13 @@ def measure_round(ws, settings: Settings, cores: int, samples: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="data/photos")
+    parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of v1, v5 and v6, each bracketed by its bound; medians over rounds reported")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     quick = quick_mode()
+    out = result_path("limits", quick, args.json)
     ws = prepare(args.data, quick=quick, progress=False)
     cores = usable_cpus()
     settings = Settings(runs=1, steps=3 if quick else 20, min_seconds=0.0 if quick else 3.0)
@@ -241,10 +242,7 @@ def main() -> None:
         print(f"  a worker stacks a batch of {settings.batch_size} into fresh shared memory in {fresh:.1f} ms "
               f"(into reused memory {reused:.1f} ms), {fresh / decode_ms:.1%} of the {decode_ms:.0f} ms it takes "
               "to decode that batch on one core")
-    out = args.json or os.path.join(os.path.dirname(__file__), "results",
-                                    f"limits_{info['cpu_count']}cpu{'_quick' if quick else ''}.json")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump({"machine": info, "images": ws.count, "rounds": rounds, "median": summary}, f, indent=1)
+    write_json(out, {"machine": info, "images": ws.count, "rounds": rounds, "median": summary})
     print(f"wrote {out}")
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import io
-import json
 import os
 import shutil
 import statistics
@@ -28,11 +27,13 @@ from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
+from labkit.core.atomic import write_json
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.course.ablation import VERSIONS, Settings, device_batches, build_loader
 from labkit.course.workspace import OUTPUT_SIZE, prepare
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD
 from labkit.measure.loader_timing import describe_machine, machine_info
+from labkit.measure.result_files import result_path
 
 TRANSFORM = transforms.Compose([transforms.Resize((OUTPUT_SIZE, OUTPUT_SIZE)), transforms.ToTensor(),
                                 transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
@@ -123,16 +124,18 @@ def timed_run(make: Callable[[], Any], batches: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="data/photos")
+    parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     quick = quick_mode()
+    out = result_path("peers", quick, args.json)
     ws = prepare(args.data, quick=quick, progress=False)
     workers, batch = usable_cpus(), 64
     batches = 3 if quick else 15
-    shards = write_tar_shards(ws.folder, f"{ws.folder}-wds", shards_wanted=4 * workers)
-    write_mds(ws.folder, f"{ws.folder}-mds")
+    stores = os.path.join(ws.work, os.path.basename(os.path.abspath(ws.folder)))  # beside the packs, not the data
+    shards = write_tar_shards(ws.folder, f"{stores}-wds", shards_wanted=4 * workers)
+    write_mds(ws.folder, f"{stores}-mds")
     settings = Settings(batch_size=batch, num_workers=workers)
     versions = {v.id: v for v in VERSIONS}
 
@@ -168,11 +171,8 @@ def main() -> None:
     for ours in ("labkit v5", "labkit v6"):
         print(f"  {ours} / best peer ({best_peer}): {median[ours] / median[best_peer]:.2f}x; " +
               ", ".join(f"/ {p}: {median[ours] / median[p]:.2f}x" for p in peers))
-    out = args.json or os.path.join(os.path.dirname(__file__), "results",
-                                    f"peers_{info['cpu_count']}cpu{'_quick' if quick else ''}.json")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump({"machine": info, "images": ws.count, "workers": workers, "batch": batch, "batches": batches,
-                   "images_per_s": rates, "median_images_per_s": median, "best_peer": best_peer}, f, indent=1)
+    write_json(out, {"machine": info, "images": ws.count, "workers": workers, "batch": batch, "batches": batches,
+                     "images_per_s": rates, "median_images_per_s": median, "best_peer": best_peer})
     print(f"wrote {out}")
 
 

@@ -13,17 +13,20 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
 import statistics
 import time
 
 from torch.utils.data import DataLoader
 
+from labkit.core.atomic import write_json
 from labkit.core.environment import quick_mode, usable_cpus
+from labkit.core.user_paths import require_folder
 from labkit.course.clips import ClipFolderDataset, decode_clip, transform_clip
 from labkit.course.synthetic_data import ClipSpec, make_clips
+from labkit.course.workspace import data_root
 from labkit.measure.loader_timing import describe_machine, machine_info
+from labkit.measure.result_files import result_path
 from labkit.workers.staged_pipeline import StagedPipeline
 
 
@@ -35,13 +38,19 @@ def _time(fn) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="data/clips")
+    parser.add_argument("--data", default=None, help="a folder of clips (only read); default: the kit's clips, "
+                        "made on first use in its data folder")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", default=None, help="write results here (default benchmarks/results/...)")
     args = parser.parse_args()
     quick = quick_mode()
+    out = result_path("pipeline_vs_dataloader", quick, args.json)
     spec = ClipSpec(n=16 if quick else 64, frames=8 if quick else 16)
-    print(make_clips(args.data, spec, progress=False))
+    if args.data:
+        require_folder(args.data, "--data", holds="clips (root/<class>/<clip>/frameNNN.jpg)")
+    else:
+        args.data = os.path.join(data_root(), "clips-quick" if quick else "clips")
+        print(make_clips(args.data, spec, progress=False))
     processes = max(2, usable_cpus())
     decoders = max(1, processes // 2)
     transformers = max(1, processes - decoders)
@@ -70,13 +79,10 @@ def main() -> None:
     print(f"  single-stage DataLoader, {processes} workers:        {median['dataloader']:.2f} clips/s")
     print(f"  two-stage pipeline, {decoders} decode + {transformers} transform: {median['pipeline']:.2f} clips/s")
     print(f"  ratio pipeline / dataloader: {median['pipeline'] / median['dataloader']:.2f}")
-    out = args.json or os.path.join(os.path.dirname(__file__), "results",
-                                    f"pipeline_vs_dataloader_{info['cpu_count']}cpu{'_quick' if quick else ''}.json")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump({"machine": info, "settings": {"clips": len(dataset), "frames": spec.frames, "processes": processes,
-                                                 "decoders": decoders, "transformers": transformers,
-                                                 "runs": args.runs},
-                   "clips_per_s": rates, "median_clips_per_s": median}, f, indent=1)
+    write_json(out, {"machine": info, "settings": {"clips": len(dataset), "frames": spec.frames, "processes": processes,
+                                                   "decoders": decoders, "transformers": transformers,
+                                                   "runs": args.runs},
+                     "clips_per_s": rates, "median_clips_per_s": median})
     print(f"wrote {out}")
 
 

@@ -39,17 +39,19 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from labkit.core.atomic import write_json
 from labkit.core.environment import usable_cpus
 from labkit.course.ablation import VERSIONS, Settings, measure_version
+from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.course.synthetic_data import PhotoSpec, make_photos
 from labkit.course.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
-from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.decode.decoders import check_decodable
 from labkit.diagnose.soak import trace_worker_memory
 from labkit.measure.loader_timing import describe_machine, machine_info
 from labkit.measure.page_cache import empty_page_cache, resident_share
 from labkit.measure.process_memory import rss_bytes
+from labkit.measure.result_files import result_path
 from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackReader
@@ -584,8 +586,7 @@ def main() -> None:
     scratch = os.path.join(data_root(), "scale-scratch")
     os.makedirs(scratch, exist_ok=True)
     info = machine_info()
-    stem = f"scale_{info['cpu_count']}cpu{'_quick' if quick else ''}"
-    out = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", f"{stem}.json")
+    out = result_path("scale", quick, args.json)
     only = args.only.split(",") if args.only else list(STEPS)
     unknown = set(only) - set(STEPS)
     if unknown:
@@ -626,8 +627,7 @@ def main() -> None:
     print(f"Machine: {describe_machine(info)}; load average before {report['load_before'][0]:.2f}, "
           f"after {report['load_after'][0]:.2f}; {time.perf_counter() - t0:.0f} s in all")
     print("\n".join(report["summary"]))
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(report, f, indent=1)
+    write_json(out, report)
     png = os.path.splitext(out)[0] + ".png"
     plot(report, png, f"{describe_machine(info)} — {'quick' if quick else 'full'} run")
     print(f"wrote {os.path.relpath(out)} and {os.path.relpath(png)}")

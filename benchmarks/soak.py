@@ -17,17 +17,19 @@ in the page cache. Writes the records as JSON and a plot of memory per epoch.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 
+from labkit.core.atomic import write_json
 from labkit.core.environment import quick_mode
 from labkit.core.machine import os_name
+from labkit.core.user_paths import check_output_file
 from labkit.course.workspace import OUTPUT_SIZE, prepare
 from labkit.datasets.map_style import PackedDataset
 from labkit.diagnose.soak import SoakReport, run_soak
 from labkit.measure.loader_timing import describe_machine, machine_info
 from labkit.measure.page_cache import resident_fraction
 from labkit.measure.process_memory import MEASURES
+from labkit.measure.result_files import result_path
 from labkit.samplers.resumable import BlockShuffleSampler
 
 
@@ -70,7 +72,7 @@ def plot(report: SoakReport, path: str, title: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default="data/photos", help="ImageFolder to pack (made if missing)")
+    parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--workers", type=int, default=2)
@@ -78,6 +80,8 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="write results here (default benchmarks/results/...)")
     parser.add_argument("--plot", default=None, help="write the plot here (default: beside the JSON, .png)")
     args = parser.parse_args()
+    out = result_path("soak", quick_mode(), args.json)
+    picture = check_output_file(args.plot, "--plot") if args.plot else os.path.splitext(out)[0] + ".png"
     ws = prepare(args.data, quick=quick_mode(), progress=False)
     dataset = PackedDataset(ws.pack, decoder=args.decoder, size=OUTPUT_SIZE)
     sampler = BlockShuffleSampler(len(dataset), block_size=64, window=4, seed=0)
@@ -94,13 +98,10 @@ def main() -> None:
     pack_mib = os.path.getsize(ws.pack) / 2**20
     print(f"pack: {pack_mib:.0f} MiB, " + (f"{cached:.0%} of it in the page cache after the run" if cached is not None else
                                            f"page-cache residency not available on {os_name()}"))
-    out = args.json or os.path.join(os.path.dirname(__file__), "results", f"soak_{info['cpu_count']}cpu.json")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump({"machine": info, "pack": os.path.relpath(ws.pack), "pack_mib": pack_mib,
-                   "pack_in_page_cache": cached, "images": ws.count,
-                   "decoder": args.decoder, "size": OUTPUT_SIZE, "batch_size": args.batch_size,
-                   "workers": args.workers, **report.to_dict()}, f, indent=1)
-    picture = args.plot or os.path.splitext(out)[0] + ".png"
+    write_json(out, {"machine": info, "pack": os.path.relpath(ws.pack), "pack_mib": pack_mib,
+                     "pack_in_page_cache": cached, "images": ws.count,
+                     "decoder": args.decoder, "size": OUTPUT_SIZE, "batch_size": args.batch_size,
+                     "workers": args.workers, **report.to_dict()})
     plot(report, picture, f"{args.epochs} epochs, {ws.count} images, {args.workers} persistent workers — "
                           f"{describe_machine(info)}")
     print(f"wrote {out} and {picture}")

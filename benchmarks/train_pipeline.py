@@ -38,6 +38,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from labkit.collate.collate_fns import stack_uint8
+from labkit.core.atomic import write_json
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.course.synthetic_data import PhotoSpec, make_photos
 from labkit.course.workspace import data_root, derived_folder, prepare
@@ -47,6 +48,7 @@ from labkit.decode.random_crop import RandomResizedCrop, crop_resize_flip, dct_s
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
 from labkit.measure.loader_timing import describe_machine, machine_info
+from labkit.measure.result_files import result_path
 from labkit.measure.verdict import judge
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.workers.shared_slots import SlotLoader
@@ -309,12 +311,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.one:
         return run_one(json.loads(args.one))
     quick = args.quick or quick_mode()
+    out = result_path("train_pipeline", quick, args.json)
     runs, batches = args.runs or (2 if quick else 5), args.batches or (2 if quick else 20)
     workers = usable_cpus()
     torch.manual_seed(0)
     sets = {}
-    default = os.path.join(data_root(), "photos-quick" if quick else "photos")  # the course's own sets
-    ws = prepare(args.data or default, quick=quick, progress=False, recheck=False)
+    ws = prepare(args.data, quick=quick, progress=False, recheck=False)  # None: the course's own photos
     sets[f"{ws.count} photos of {args.data or '800x600'}"] = (ws.folder, ws.pack, ws.decoded_pack)
     if args.small:
         folder = os.path.join(data_root(), "photos-160x120")
@@ -346,10 +348,7 @@ def main(argv: Optional[List[str]] = None) -> None:
               f"{ms['torchvision baseline'] / ms['labkit crop-in-decode']:.2f}x")
     for name, status in results["peers"].items():
         print(f"  peer {name}: {status}")
-    stem = f"train_pipeline_{info['cpu_count']}cpu{'_quick' if quick else ''}"
-    out = args.json or os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", f"{stem}.json")
-    with open(out, "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=1)
+    write_json(out, results)
     plot(results, os.path.splitext(out)[0] + ".png")
     print(f"wrote {out} and its .png")
 

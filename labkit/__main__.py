@@ -1,6 +1,4 @@
 """`python -m labkit` is the `labkit` command."""
-import sys
+from labkit.tools.cli import run
 
-from labkit.tools.cli import main
-
-sys.exit(main())
+run()

@@ -115,6 +115,30 @@ def no_leaks():
     assert not grown, f"left behind: {grown}"
 
 
+@pytest.fixture()
+def small_disk(tmp_path):
+    """A folder on a tmpfs of the size asked for (``small_disk(bytes)``), unmounted after the test; skipped with
+    the reason where this process may not mount one (it needs root, as CI has)."""
+    import subprocess
+
+    mounted = []
+
+    def mount(size: int) -> str:
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip() or 'mount failed'}): the full-disk "
+                        "cases need root")
+        mounted.append(folder)
+        return str(folder)
+
+    yield mount
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
 def files_under(root: str):
     return sorted(os.path.relpath(os.path.join(d, f), root) for d, _, fs in os.walk(root) for f in fs)
 

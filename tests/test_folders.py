@@ -34,7 +34,7 @@ def test_symlink_loop_does_not_hang(tmp_path):
 
 
 def test_clear_errors_for_missing_or_empty_roots(tmp_path):
-    with pytest.raises(FileNotFoundError, match="not a folder"):
+    with pytest.raises(FileNotFoundError, match="missing: no such folder"):
         scan_image_folder(tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="no class folders"):
         scan_image_folder(tmp_path)

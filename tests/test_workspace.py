@@ -34,8 +34,26 @@ def test_prepare_makes_the_data_set_when_missing(tmp_path, monkeypatch, capsys):
 
     monkeypatch.setattr(workspace, "QUICK_COUNT", 6)
     monkeypatch.setattr(workspace, "PhotoSpec", lambda n: PhotoSpec(n=n, classes=2, width=64, height=48))
-    ws = prepare(str(tmp_path / "new"), quick=True, size=16, progress=False)
+    ws = prepare(None, quick=True, size=16, progress=False)  # the kit's own set, made on first use
     assert ws.count == 6 and "making 6 photo-like images" in capsys.readouterr().out
+    assert ws.folder == str(tmp_path / "kit" / "photos-quick")
+    ws = prepare(str(tmp_path / "kit" / "new"), quick=True, size=16, progress=False, make=True)
+    assert ws.count == 6
+
+
+def test_a_named_folder_that_is_missing_is_an_error_and_nothing_is_made(tmp_path, monkeypatch):
+    import labkit.course.workspace as workspace
+
+    monkeypatch.setenv(workspace.DATA_ENV, str(tmp_path / "kit"))
+    for named in (tmp_path / "typo", tmp_path / "kit" / "typo"):
+        with pytest.raises(FileNotFoundError, match="typo: no such folder .*ImageFolder"):
+            prepare(str(named), progress=False)
+    (tmp_path / "a-file").write_bytes(b"x")
+    with pytest.raises(FileNotFoundError, match="a-file is a file, not a folder"):
+        prepare(str(tmp_path / "a-file"), progress=False)
+    with pytest.raises(ValueError, match="made only inside the kit's data folder"):
+        prepare(str(tmp_path / "outside"), progress=False, make=True)
+    assert sorted(os.listdir(tmp_path)) == ["a-file"]  # not even the kit's data folder was made
 
 
 def test_data_root_is_the_clone_data_folder_or_the_environment_variable(tmp_path, monkeypatch):

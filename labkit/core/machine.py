@@ -1,5 +1,6 @@
 """This machine, as the loader's processes need to know it: its OS by name, RAM and /dev/shm sizes,
-whether a process runs, and how to kill one with everything it started.
+whether a process runs, how to kill one with everything it started, and how a helper process leaves Ctrl-C
+to its parent.
 
 Kept in core because both the workers' watchdog (what /dev/shm had left when a batch was lost)
 and the checkpoints (is the process holding a lock alive?) ask, below the measurements.
@@ -9,9 +10,12 @@ A figure this OS does not give is ``None`` (printed as "not available on <OS>", 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
+import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Iterator, List, Optional, Tuple
 
@@ -69,6 +73,32 @@ def kill_process_tree(pid: int) -> List[int]:
             pass
     psutil.wait_procs(below, timeout=10)
     return killed
+
+
+def ignore_interrupts() -> None:
+    """Let this helper process (a pool worker) ignore Ctrl-C: the terminal sends SIGINT to every process of the
+    command, and the parent, which stops its helpers and removes what they wrote, is the one to answer it; a
+    helper that raised too would print a traceback of its own."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@contextlib.contextmanager
+def interrupts_deferred() -> Iterator[None]:
+    """Hold Ctrl-C back while helper processes are forked, then raise it: CPython runs its fork hooks (logging's
+    lock, for one) in Python, and a KeyboardInterrupt raised inside one is printed and dropped, so a Ctrl-C that
+    lands while a pool starts would be lost. Meanwhile a Ctrl-C is only noted; on the way out it is raised as
+    KeyboardInterrupt. Outside the main thread (where no signal handler can be set) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    noted = []
+    before = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+    if noted:
+        raise KeyboardInterrupt
 
 
 @dataclass(frozen=True)

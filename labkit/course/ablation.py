@@ -13,7 +13,6 @@ so with the numbers.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import asdict, dataclass, field, replace
@@ -25,6 +24,7 @@ from torch.utils.data import DataLoader, RandomSampler
 from tqdm.auto import tqdm
 
 from labkit.collate.collate_fns import MixUp, MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
+from labkit.core.atomic import save_figure, write_json
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import HostBuffers
@@ -457,7 +457,7 @@ def plot(results: List[Result], path: str, title: str) -> None:
     ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
 
 
@@ -540,8 +540,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
               "memory_budget": asdict(budget), "peak_memory": describe_tree_memory(),
               "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}}}
     if json_path:
-        with open(json_path, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=1)
+        write_json(json_path, report)
         print(f"wrote {json_path}")
     if plot_path and results:
         plot(results, plot_path, f"{describe_machine(info)} — {mode}")

@@ -19,13 +19,16 @@ import io
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
-from labkit.core.atomic import write_atomic
+from labkit.core.atomic import clear_dead_temporaries_in, write_atomic
+from labkit.core.disk_space import disk_full_error, is_disk_full, require_space
 from labkit.core.environment import usable_cpus
+from labkit.core.machine import ignore_interrupts, interrupts_deferred
+from labkit.core.wording import count
 from labkit.core.errors import LabkitValueError
 
 SHAPE_FAMILIES = ("disk", "square", "triangle", "ring", "stripe")
@@ -215,15 +218,36 @@ def is_intact(spec: PhotoSpec, plan: SamplePlan, path: str) -> bool:
         return False
 
 
-def _make_one(job: Tuple[PhotoSpec, str, int]) -> Tuple[SamplePlan, bool]:
+def _make_one(job: Tuple[PhotoSpec, str, int]) -> Tuple[SamplePlan, int]:
+    """Make one planned sample unless it is there and intact: its plan and the bytes written (``-1``: kept)."""
     spec, out, index = job
     plan = plan_sample(spec, index)
     path = os.path.join(out, plan.relpath)
     if os.path.exists(path) and is_intact(spec, plan, path):
-        return plan, False
+        return plan, -1
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    write_atomic(path, encode_sample(spec, plan), durable=False)  # resumable: a lost photo is made again
-    return plan, True
+    data = encode_sample(spec, plan)
+    write_atomic(path, data, durable=False, tidy=False)  # resumable: a lost photo is made again
+    return plan, len(data)
+
+
+def _start_pool(workers: int) -> "Any":
+    """A pool of ``workers`` processes that leave Ctrl-C to this one (which terminates them)."""
+    import multiprocessing as mp
+
+    with interrupts_deferred():
+        return mp.get_context().Pool(workers, initializer=ignore_interrupts)
+
+
+def _require_room(out: str, spec: PhotoSpec) -> None:
+    """Refuse a data set that cannot fit where it goes, from the size of its first photo and the photos
+    still to make; the temporary files of a killed earlier run are removed first."""
+    clear_dead_temporaries_in(out)
+    plans = (plan_sample(spec, i) for i in range(spec.n))
+    missing = [plan for plan in plans if not os.path.exists(os.path.join(out, plan.relpath))]
+    if missing:
+        each = len(encode_sample(spec, next((p for p in missing if p.kind == "rgb"), missing[0])))
+        require_space(out, int(each * len(missing) * 1.25), f"{count(len(missing), 'image')} of about {each:,} bytes")
 
 
 @dataclass
@@ -253,31 +277,34 @@ def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: Optional[int] 
     from tqdm.auto import tqdm
 
     os.makedirs(out, exist_ok=True)
+    _require_room(out, spec)
     workers = max(1, min(workers or usable_cpus(), spec.n))
     jobs = [(spec, out, i) for i in range(spec.n)]
     report = MakeReport(out)
     bar = tqdm(total=spec.n, desc=f"labkit data {os.path.basename(out.rstrip(os.sep))}", unit=" images",
                disable=not progress)
-    if workers == 1:
-        results = map(_make_one, jobs)
-        pool = None
-    else:
-        import multiprocessing as mp
-
-        pool = mp.get_context().Pool(workers)
-        results = pool.imap_unordered(_make_one, jobs, chunksize=4)
+    pool = _start_pool(workers) if workers > 1 else None
+    results = pool.imap_unordered(_make_one, jobs, chunksize=4) if pool is not None else map(_make_one, jobs)
+    nbytes = 0
     try:
         plans: List[SamplePlan] = []
         for plan, written in results:
             plans.append(plan)
-            report.written += written
-            report.kept += not written
+            nbytes += max(0, written)
+            report.written += written >= 0
+            report.kept += written < 0
             report.kinds[plan.kind] = report.kinds.get(plan.kind, 0) + 1
             bar.update()
+    except OSError as error:
+        if is_disk_full(error):  # the photos written stay: they are whole, and the next run keeps them
+            raise disk_full_error(out, nbytes) from None
+        raise
     finally:
         bar.close()
         if pool is not None:
             pool.terminate()
+            pool.join()
+            clear_dead_temporaries_in(out, quiet=True)  # the photos the stopped workers were writing
     plans.sort(key=lambda p: p.index)
     report.corrupt = [{"path": p.relpath, "kind": p.kind} for p in plans if p.kind in CORRUPT_KINDS]
     manifest = {"generator": "labkit.course.synthetic_data", "spec": asdict(spec),
@@ -349,7 +376,7 @@ def _make_clip(job: Tuple[ClipSpec, str, int]) -> bool:
     for t in range(spec.frames):  # the last frame is written last: its presence means the clip is whole
         buf = io.BytesIO()
         Image.fromarray(canvas[:, t * spec.pan : t * spec.pan + spec.width]).save(buf, "JPEG", quality=spec.quality)
-        write_atomic(os.path.join(folder, f"frame{t:03d}.jpg"), buf.getvalue(), durable=False)
+        write_atomic(os.path.join(folder, f"frame{t:03d}.jpg"), buf.getvalue(), durable=False, tidy=False)
     return True
 
 
@@ -358,16 +385,20 @@ def make_clips(out: str, spec: ClipSpec = ClipSpec(), workers: Optional[int] = N
     from tqdm.auto import tqdm
 
     os.makedirs(out, exist_ok=True)
+    clear_dead_temporaries_in(out)
     jobs = [(spec, out, i) for i in range(spec.n)]
     workers = max(1, min(workers or usable_cpus(), spec.n or 1))
     if workers == 1:
         written = sum(tqdm(map(_make_clip, jobs), total=spec.n, desc="labkit data --clips", disable=not progress))
     else:
-        import multiprocessing as mp
-
-        with mp.get_context().Pool(workers) as pool:
+        pool = _start_pool(workers)
+        try:
             written = sum(tqdm(pool.imap_unordered(_make_clip, jobs), total=spec.n, desc="labkit data --clips",
                                disable=not progress))
+        finally:
+            pool.terminate()
+            pool.join()
+            clear_dead_temporaries_in(out, quiet=True)  # the frames the stopped workers were writing
     return (f"{out}: {spec.n} clips of {spec.frames} frames, {spec.width}x{spec.height} ({written} written by this run, "
             f"{spec.n - written} already there and complete)")
 

@@ -1,8 +1,9 @@
 """The files a measurement runs on: an ImageFolder, its pack and its decoded pack, made and checked.
 
-`prepare` makes the photo-like data set if the folder is missing, packs it (again, if the
-folder changed since), and verifies both packs, so every command that measures starts from
-sound files — and a user's own ImageFolder goes through exactly the same steps.
+`prepare` packs an ImageFolder (again, if the folder changed since) and verifies both packs, so
+every command that measures starts from sound files — the kit's own photo-like set (`kit_photos`,
+made on first use) and a user's own ImageFolder go through exactly the same steps. A folder the
+user names must exist: a typo never turns into a folder of made-up photos.
 
 The kit never writes into or beside a user's data, which is often on a read-only or shared
 mount: what it derives from a folder outside its own data folder (`data_root`) goes into
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from labkit.core.environment import DATA_ENV, clone_root, quick_mode
-from labkit.core.errors import LabkitError
+from labkit.core.errors import LabkitError, LabkitValueError
+from labkit.core.user_paths import check_output_folder, require_folder
 from labkit.course.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader, verify_pack
@@ -94,22 +96,40 @@ def _pack_is_current(pack: str, folder_count: int, folder_mtime: float) -> bool:
     return packed == folder_count and os.path.getmtime(pack) >= folder_mtime
 
 
-def prepare(folder: str = "data/photos", quick: bool = True, size: int = OUTPUT_SIZE,
-            progress: bool = True, recheck: bool = True, work: Optional[str] = None) -> Workspace:
-    """Make (if missing) → pack (if stale) → verify; print each step; return the paths.
+def kit_photos(quick: bool) -> str:
+    """The kit's own photo-like set in `data_root`: ``photos-quick`` (256 images, quick mode) or ``photos``
+    (2,000), kept apart so switching modes never mixes them; `prepare` makes it on first use."""
+    return os.path.join(data_root(), "photos-quick" if quick else "photos")
 
-    The packs go where `derived_folder` says (``work`` when given); ``folder`` itself is only read,
-    unless it is missing and the photo-like data set is made there. A pack just written always has
-    every checksum verified. ``recheck=False`` skips re-reading the checksums of a pack found up to
-    date (its header and index are still checked): the notebooks' choice, since the datasets check
-    each record's checksum as they read it anyway.
+
+def prepare(folder: Optional[str] = None, quick: bool = True, size: int = OUTPUT_SIZE, progress: bool = True,
+            recheck: bool = True, work: Optional[str] = None, make: bool = False) -> Workspace:
+    """(Make →) pack (if stale) → verify; print each step; return the paths.
+
+    ``folder=None`` is the kit's own photo-like set (`kit_photos`), made when missing. A folder that is
+    named must exist and hold an ImageFolder, or `LabkitFileNotFoundError` names it before anything is
+    written; ``make=True`` makes the photo-like set in it instead, which only a folder inside the kit's data
+    folder (`data_root`) may ask. ``work`` is checked before any work starts.
+
+    The packs go where `derived_folder` says (``work`` when given); ``folder`` itself is only read. A pack
+    just written always has every checksum verified. ``recheck=False`` skips re-reading the checksums of a
+    pack found up to date (its header and index are still checked): the notebooks' choice, since the
+    datasets check each record's checksum as they read it anyway.
     """
+    if folder is None:
+        folder, make = kit_photos(quick), True
     folder = folder.rstrip(os.sep) or os.sep
-    if not os.path.isdir(folder):
+    if work:
+        check_output_folder(work, "--work")
+    if make and not os.path.isdir(folder):
+        if not _inside(folder, data_root()):
+            raise LabkitValueError(f"{folder}: the photo-like set is made only inside the kit's data folder "
+                                   f"({data_root()}, {DATA_ENV} moves it); make it elsewhere with "
+                                   f"`labkit data --out {folder}`")
         n = QUICK_COUNT if quick else PhotoSpec().n
         print(f"[data] making {n} photo-like images in {folder}")
         print(make_photos(folder, PhotoSpec(n=n), progress=progress))
-    index = scan_image_folder(folder)
+    index = scan_image_folder(require_folder(folder))
     mtime = _newest_mtime(folder)
     place = derived_folder(folder, work)
     name = os.path.basename(os.path.abspath(folder))
@@ -188,7 +208,7 @@ def course_workspace(quick: Optional[bool] = None, progress: bool = True) -> Wor
     previous = os.getcwd()
     os.chdir(root)  # so what it prints names files relative to the data folder, not this machine's paths
     try:
-        ws = prepare("photos-quick" if quick else "photos", quick=quick, progress=progress, recheck=False)
+        ws = prepare(os.path.basename(kit_photos(quick)), quick=quick, progress=progress, recheck=False, make=True)
     finally:
         os.chdir(previous)
     return Workspace(*(os.path.join(root, p) for p in (ws.folder, ws.pack, ws.decoded_pack)), ws.classes, ws.count,

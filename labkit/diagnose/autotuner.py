@@ -19,7 +19,6 @@ tested on a cost model; `autotune` plugs in real loaders over a pack.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
@@ -27,6 +26,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from labkit.collate.collate_fns import MixUp, stack_uint8
+from labkit.core.atomic import write_json
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitRuntimeError
 from labkit.core.machine import memory_facts
@@ -214,7 +214,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
     return result
 
 
-def write_json(result: TuneResult, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(result.to_dict(), f, indent=1)
+def save_result(result: TuneResult, path: str) -> None:
+    """``result`` as JSON in ``path``, written whole."""
+    write_json(path, result.to_dict())
 

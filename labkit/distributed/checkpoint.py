@@ -20,7 +20,6 @@ training loop consumed, not what the sampler gave away.
 
 from __future__ import annotations
 
-import glob
 import io
 import os
 import re
@@ -30,9 +29,8 @@ from typing import Any, Dict, Mapping, Optional
 
 import torch
 
-from labkit.core.atomic import TMP_INFIX, atomic_file
+from labkit.core.atomic import atomic_file
 from labkit.core.errors import LabkitError, LabkitTypeError
-from labkit.core.machine import running
 from labkit.core.string_table import PathLike
 from labkit.samplers.resumable import ResumableSampler
 
@@ -44,30 +42,20 @@ class CheckpointError(LabkitError, RuntimeError):
     """A checkpoint file cannot be used; the message names the file, what is wrong and what to do."""
 
 
-def _remove_stale_temps(path: str) -> None:
-    """Delete temporary files that writers of ``path`` killed mid-write left behind (their pid is gone)."""
-    for tmp in glob.glob(glob.escape(path) + TMP_INFIX + "*"):
-        suffix = tmp[len(path) + len(TMP_INFIX):]
-        if suffix.isdigit() and not running(int(suffix)):
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-
-
 def save_checkpoint(state: Mapping[str, Any], path: PathLike) -> None:
     """Write ``state`` to ``path`` atomically: after a crash at any point, ``path`` holds the previous
     checkpoint or this one, whole. One process should write a given path (rank 0, say); temporary
-    files of writers that died are removed here. ``state`` should hold only tensors, numbers, strings,
+    files of writers that died are removed first. A checkpoint that does not fit beside the previous one is
+    refused before anything is written (`DiskFullError`, both sizes named), and a disk that fills while it is
+    written leaves the previous checkpoint as it was. ``state`` should hold only tensors, numbers, strings,
     lists, tuples and dicts (model and optimizer ``state_dict()``s do): anything else will not load."""
     path = os.fspath(path)
     buffer = io.BytesIO()
     torch.save(dict(state), buffer)
     payload = buffer.getbuffer()
-    with atomic_file(path) as f:
+    with atomic_file(path, size=len(MAGIC) + HEADER_STRUCT.size + len(payload), what="the checkpoint") as f:
         f.write(MAGIC + HEADER_STRUCT.pack(len(payload), zlib.crc32(payload)))
         f.write(payload)
-    _remove_stale_temps(path)
 
 
 def load_checkpoint(path: PathLike, map_location: Any = "cpu") -> Dict[str, Any]:

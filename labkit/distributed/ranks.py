@@ -17,7 +17,8 @@ from typing import List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
-from labkit.core.atomic import atomic_file
+from labkit.core.atomic import atomic_file, clear_dead_temporaries
+from labkit.core.disk_space import require_space
 from labkit.core.errors import LabkitOSError, LabkitRuntimeError, LabkitValueError
 from labkit.core.string_table import PathLike
 from labkit.core.wording import count
@@ -117,7 +118,8 @@ def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: 
 
     Local rank 0 copies, checking each copy against the CRC32 of what it read; the other
     ranks of the node wait at a barrier. A shard already there with the source's size and
-    checksum is kept, so an interrupted staging resumes where it stopped.
+    checksum is kept, so an interrupted staging resumes where it stopped. Shards that cannot fit
+    on the local disk are refused before any is copied (`labkit.core.disk_space.DiskFullError`).
     """
     local_dir = os.fspath(local_dir)
     local_rank = int(os.environ.get("LOCAL_RANK", 0)) if local_rank is None else local_rank
@@ -126,9 +128,15 @@ def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: 
         raise LabkitValueError("two shards have the same file name; staging would overwrite one with the other")
     if local_rank == 0:
         os.makedirs(local_dir, exist_ok=True)
-        for src, dst in zip(map(os.fspath, shards), targets):
-            if os.path.exists(dst) and os.path.getsize(dst) == os.path.getsize(src) and _crc32(dst) == _crc32(src):
-                continue
+        todo = [(src, dst) for src, dst in zip(map(os.fspath, shards), targets)
+                if not (os.path.exists(dst) and os.path.getsize(dst) == os.path.getsize(src)
+                        and _crc32(dst) == _crc32(src))]
+        for _, dst in todo:  # a killed earlier staging's partial copies, before the space is counted
+            clear_dead_temporaries(dst)
+        stale = [os.path.getsize(dst) for _, dst in todo if os.path.exists(dst)]  # each freed once its copy lands
+        require_space(local_dir, sum(os.path.getsize(src) for src, _ in todo) - sum(stale) + max(stale, default=0),
+                      f"{count(len(todo), 'shard')} to copy")
+        for src, dst in todo:
             _copy_verified(src, dst)
     if dist.is_available() and dist.is_initialized():
         dist.barrier()

@@ -16,6 +16,7 @@ import numpy as np
 
 from labkit.core.errors import LabkitFileNotFoundError
 from labkit.core.string_table import PathLike, StringTable
+from labkit.core.user_paths import require_folder
 from labkit.core.wording import first
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif")
@@ -43,10 +44,7 @@ def _visible(name: str) -> bool:
 
 def scan_image_folder(root: PathLike) -> FolderIndex:
     """Index an ImageFolder tree; raise a clear error when it holds no class folder or no image."""
-    root = os.fspath(root)
-    if not os.path.isdir(root):
-        raise LabkitFileNotFoundError(f"{root}: not a folder. Make one with `labkit data --out {root}` "
-                                "or point at an ImageFolder tree (root/<class>/<image>)")
+    root = require_folder(root)
     with os.scandir(root) as entries:
         classes = sorted(e.name for e in entries if _visible(e.name) and e.is_dir())
     if not classes:

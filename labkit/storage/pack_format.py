@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from labkit.core.atomic import publish, temporary_name
+from labkit.core.atomic import clear_dead_temporaries, publish, temporary_name
 from labkit.core.errors import (LabkitError, LabkitFileNotFoundError, LabkitIndexError, LabkitOSError, LabkitTypeError,
                                 LabkitValueError)
 from labkit.core.string_table import PathLike, StringTable, printable
@@ -334,7 +334,8 @@ class PackWriter:
 
     An interrupted write (exception, Ctrl-C, a killed process) never leaves a file under the
     final name, and the magic bytes are written last, so even the temporary file does not
-    look like a pack.
+    look like a pack. The temporary files of earlier writers of ``path`` that were killed are
+    removed when a writer opens (`labkit.core.atomic.clear_dead_temporaries`).
     """
 
     def __init__(self, path: PathLike, classes: Sequence[str], decoded_shape: Optional[Sequence[int]] = None,
@@ -355,6 +356,7 @@ class PackWriter:
         self._path_chunks: List[StringTable] = []
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
+        clear_dead_temporaries(self.path)
         self._file = open(self.tmp_path, "wb")
         self._synced_to = 0
         self._syncer: Optional[threading.Thread] = None

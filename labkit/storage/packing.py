@@ -26,9 +26,13 @@ from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 import torch
 
+from labkit.core.atomic import clear_dead_temporaries
+from labkit.core.disk_space import disk_full_error, is_disk_full, require_space
 from labkit.core.environment import usable_cpus
+from labkit.core.machine import ignore_interrupts, interrupts_deferred
 from labkit.core.errors import LabkitRuntimeError
 from labkit.core.string_table import PathLike, StringTable, printable
+from labkit.core.wording import count
 from labkit.decode.decoders import MAX_PIXELS, DecodeError, check_decodable, get_decoder
 from labkit.storage.image_folder import FolderIndex, scan_image_folder
 from labkit.storage.pack_format import RECORD_DTYPE, PackWriter
@@ -123,7 +127,9 @@ def _open_pack(layout: _Layout, pack: str) -> None:
 def _init_worker(layout: _Layout, pack: str) -> None:
     """One torch thread per pool process: a process forked from a parent that has run OpenMP (any
     multi-threaded torch op) hangs in its first parallel region otherwise (GNU libgomp is not
-    fork-safe); DataLoader does the same for its workers."""
+    fork-safe); DataLoader does the same for its workers. Ctrl-C is left to the parent, which stops the
+    pool and removes the unfinished pack."""
+    ignore_interrupts()
     torch.set_num_threads(1)
     _open_pack(layout, pack)
 
@@ -232,6 +238,23 @@ def _run_length(index: FolderIndex, workers: int, sample_bytes: Optional[int]) -
     return max(1, min(256, len(index) // (4 * workers), RUN_BYTES // max(1, sample_bytes)))
 
 
+def _needed_bytes(index: FolderIndex, sample_bytes: Optional[int]) -> Tuple[int, str]:
+    """The bytes a pack of ``index`` takes at most (its samples, their records and paths) and what they are: the
+    files' own sizes, or ``sample_bytes`` each when decoded (plus the alignment of each)."""
+    if sample_bytes is None:
+        samples = 0
+        for i in range(len(index)):
+            try:
+                samples += os.path.getsize(index.abspath(i))
+            except OSError:
+                pass  # reported when it is packed
+        what = f"the {count(len(index), 'file')} of the source"
+    else:
+        samples = len(index) * (sample_bytes + DECODED_ALIGNMENT)
+        what = f"{count(len(index), 'decoded image')} of {sample_bytes:,} bytes"
+    return samples + len(index) * RECORD_DTYPE.itemsize + index.relpaths.blob.nbytes + (1 << 16), what
+
+
 def _stop(executor: Optional[ProcessPoolExecutor], layout: Optional[_Layout]) -> None:
     """Stop the packing processes: those waiting for their turn give up, the runs not started are dropped."""
     if layout is not None:
@@ -247,13 +270,17 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
 
     ``decoded_size=None`` stores the files' bytes as they are (checked by `labkit.decode.decoders.check_decodable`
     unless ``check=False``); ``decoded_size=N`` stores N×N uint8 C×H×W arrays decoded by
-    ``decoder``. The output appears under ``dst`` only once complete.
+    ``decoder``. The output appears under ``dst`` only once complete. A pack that cannot fit on the
+    destination's file system is refused before anything is written, and one stopped by a disk that filled
+    anyway leaves nothing behind; both raise `labkit.core.disk_space.DiskFullError` naming ``dst``.
     """
     from tqdm.auto import tqdm
 
     index: FolderIndex = scan_image_folder(src)
     hw = (decoded_size, decoded_size) if decoded_size else None
     get_decoder(decoder)  # fail now on a bad name, not in every worker
+    clear_dead_temporaries(dst)  # before the space is counted: a killed writer's leftover may be most of it
+    require_space(dst, *_needed_bytes(index, 3 * hw[0] * hw[1] if hw else None))
     alignment = alignment or (DECODED_ALIGNMENT if hw else 1)
     workers = max(1, min(workers or usable_cpus(), len(index)))
     skipped: List[Dict[str, str]] = []
@@ -279,8 +306,10 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
             _open_pack(layout, writer.tmp_path)
             results: Iterator[Tuple[_Run, _RunResult]] = ((run, _pack_run(run)) for run in runs)
         else:
-            executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                                           initargs=(layout, writer.tmp_path))
+            with interrupts_deferred():  # the pool's processes start at the first task
+                executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                                               initargs=(layout, writer.tmp_path))
+                executor.submit(int).result()
             results = _in_order(executor, runs, window=4 * workers)
         for run, (records, kept, failed) in results:
             records["label"] = index.labels[run.first + kept]
@@ -289,10 +318,15 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
             bar.update(len(run.relpaths))
         count = len(writer)
         writer.close()
-    except BaseException:
+    except BaseException as error:
         _stop(executor, layout)  # before the file goes, so no worker writes on
+        _close_worker()  # this process's own descriptor too, so the space comes back with the file
+        written = None
         if writer is not None:
+            written = os.path.getsize(writer.tmp_path) if os.path.exists(writer.tmp_path) else None
             writer.abort()
+        if is_disk_full(error):
+            raise disk_full_error(dst, written) from None
         raise
     finally:
         bar.close()

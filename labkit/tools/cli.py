@@ -1,7 +1,9 @@
 """The ``labkit`` command: ``labkit data | pack | verify | demo | ablation | autotune | doctor | ddp-demo``.
 
 Each sub-command is a thin shell over a library function, so anything it does a notebook
-or a training script can do with one import.
+or a training script can do with one import. Every path named on the command line is checked before
+any work starts; errors end in one line: exit 2 for bad input (a missing folder, an output that cannot
+be written), 1 for a full disk or a damaged pack, 130 for Ctrl-C, with the temporary files removed.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import os
 import sys
 from typing import Any, List, Optional, Tuple
 
+from labkit.core.disk_space import is_disk_full
 from labkit.core.environment import quick_mode
 from labkit.core.errors import LabkitError
+from labkit.core.user_paths import check_output_file, check_output_folder
 from labkit.core.wording import clipped
 
 
@@ -33,7 +37,14 @@ def _fraction(text: str) -> float:
 
 def _cmd_data(args: argparse.Namespace) -> int:
     from labkit.course.synthetic_data import QUICK_COUNT, ClipSpec, PhotoSpec, make_clips, make_photos
+    from labkit.course.workspace import data_root, kit_photos
 
+    quick = args.quick or quick_mode()
+    kind = "hostile" if args.hostile else "clips" if args.clips is not None else None
+    if args.out:
+        check_output_folder(args.out, "--out")
+    else:  # the kit's own data folder, made as needed
+        args.out = os.path.join(data_root(), kind) if kind else kit_photos(quick)
     if args.hostile:
         from labkit.core.string_table import printable
         from labkit.course.synthetic_data import make_hostile
@@ -43,13 +54,13 @@ def _cmd_data(args: argparse.Namespace) -> int:
         print(f"{args.out}: hostile inputs written; expectations in hostile_manifest.json")
         return 0
     if args.clips is not None:
-        clips = min(args.clips, 16) if (args.quick or quick_mode()) else args.clips
+        clips = args.clips
         width, height = args.size or (320, 240)
         spec = ClipSpec(n=clips, classes=args.classes, frames=args.frames, width=width, height=height,
                         seed=args.seed, quality=args.quality)
         print(make_clips(args.out, spec, workers=args.workers, progress=not args.no_progress))
         return 0
-    n = QUICK_COUNT if (args.quick or quick_mode()) else args.n
+    n = args.n if args.n is not None else QUICK_COUNT if quick else PhotoSpec().n  # a number given wins over a mode
     width, height = args.size or (800, 600)
     spec = PhotoSpec(n=n, classes=args.classes, width=width, height=height, seed=args.seed,
                      quality=args.quality, grayscale=args.grayscale, cmyk=args.cmyk, png=args.png,
@@ -59,8 +70,11 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_pack(args: argparse.Namespace) -> int:
+    from labkit.core.user_paths import require_folder
     from labkit.storage.packing import pack_folder
 
+    require_folder(args.src, "the source")
+    check_output_file(args.dst, "the pack")
     report = pack_folder(args.src, args.dst, decoded_size=args.decoded, decoder=args.decoder, alignment=args.align,
                          check=not args.no_check, workers=args.workers, progress=not args.no_progress)
     print(report)
@@ -86,11 +100,25 @@ def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
                     cold=args.cold, device=args.device)
 
 
+def _check_paths(args: argparse.Namespace) -> None:
+    """Refuse, before any work, a ``--data`` that is not a folder and an output that cannot be written."""
+    from labkit.core.user_paths import require_folder
+
+    if args.data is not None:
+        require_folder(args.data, "--data")
+    for flag in ("json", "plot"):
+        if getattr(args, flag, None):
+            check_output_file(getattr(args, flag), f"--{flag}")
+    if args.work:
+        check_output_folder(args.work, "--work")
+
+
 def _cmd_ablation(args: argparse.Namespace) -> int:
     from labkit.course.ablation import run_ablation
     from labkit.course.workspace import prepare
 
     quick = args.quick or quick_mode()
+    _check_paths(args)
     workspace = prepare(args.data, quick=quick, progress=not args.no_progress, work=args.work)
     only = args.only.split(",") if args.only else None
     json_path, plot_path = args.json, args.plot
@@ -105,15 +133,16 @@ def _cmd_ablation(args: argparse.Namespace) -> int:
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
     from labkit.course.workspace import prepare
-    from labkit.diagnose.autotuner import autotune, write_json
+    from labkit.diagnose.autotuner import autotune, save_result
 
     quick = args.quick or quick_mode()
+    _check_paths(args)
     workspace = prepare(args.data, quick=quick, progress=not args.no_progress, work=args.work)
     result = autotune(workspace.pack, workspace.decoded_pack, batch_size=args.batch, max_workers=args.workers,
                       min_seconds=0.0 if quick else 1.0)
     print(result)
     if args.json:
-        write_json(result, args.json)
+        save_result(result, args.json)
         print(f"wrote {args.json}")
     return 0
 
@@ -152,8 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     p = sub.add_parser("data", parents=[common], help="make the photo-like JPEG data set (ImageFolder layout)")
-    p.add_argument("--out", default="data/photos", help="output folder (default: data/photos)")
-    p.add_argument("--n", type=int, default=2000, help="number of images (default 2000; the seed used 20000)")
+    p.add_argument("--out", default=None, help="output folder (default, in the kit's data folder, $LABKIT_DATA or "
+                   "the clone's data/: photos, photos-quick in quick mode, clips or hostile)")
+    p.add_argument("--n", type=int, default=None, help="number of images (default 2000, 256 in quick mode; the seed "
+                   "used 20000)")
     p.add_argument("--classes", type=int, default=10)
     p.add_argument("--size", type=_size, default=None, help="WIDTHxHEIGHT (default 800x600; 320x240 for clips)")
     p.add_argument("--seed", type=int, default=0)
@@ -167,7 +198,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hostile", action="store_true",
                    help="write awkward and broken inputs (truncated, HTML as .jpg, CMYK, 16-bit, bombs, "
                         "EXIF, odd names, symlink loop...) with the expected outcome of each")
-    p.add_argument("--quick", action="store_true", help="make 256 images or 16 clips (also: LABKIT_QUICK=1)")
+    p.add_argument("--quick", action="store_true", help="make 256 images unless --n says (also: LABKIT_QUICK=1)")
     p.set_defaults(func=_cmd_data)
 
     p = sub.add_parser("pack", parents=[common], help="pack an ImageFolder into one verified file")
@@ -184,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_verify)
 
     measuring = argparse.ArgumentParser(add_help=False)
-    measuring.add_argument("--data", default="data/photos", help="ImageFolder to use; photo-like data made if missing")
+    measuring.add_argument("--data", default=None, help="an ImageFolder of yours (only read; it must exist); default: "
+                           "the kit's photo-like set, made on first use in its data folder")
     measuring.add_argument("--work", default=None, metavar="DIR",
                            help="folder for the packs (and the demo's results) made from --data; default: beside "
                                 "the data inside the kit's data folder ($LABKIT_DATA or the clone's data/), else "
@@ -232,10 +264,39 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (LabkitError, FileNotFoundError, ValueError) as e:  # bad input: the message names it and the fix
+    except KeyboardInterrupt:  # the writers removed their temporary files and stopped their workers on the way out
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C while the process exits changes nothing
+        print(f"labkit {args.command}: interrupted; no half-written file was kept", file=sys.stderr)
+        return 130
+    except OSError as e:
+        if not is_disk_full(e) and not isinstance(e, (LabkitError, FileNotFoundError)):
+            raise
+        print(f"labkit {args.command}: {e}", file=sys.stderr)
+        return 1 if is_disk_full(e) else 2
+    except (LabkitError, ValueError) as e:  # bad input: the message names it and the fix
         print(f"labkit {args.command}: {e}", file=sys.stderr)
         return 2
 
 
+def run() -> None:
+    """The ``labkit`` program: `main`, then its exit code. After Ctrl-C the cleanup has run while the interrupt
+    unwound; the process then leaves at once with 130, its helper processes stopped, rather than through the
+    interpreter's finalisation, where a Ctrl-C still in flight (one more from the terminal, torch's workers
+    shutting down) would end it by SIGINT after its one line had been printed."""
+    code = main()
+    if code == 130:
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            child.terminate()
+            child.join(timeout=5)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(130)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -1,0 +1,26 @@
+"""Where a benchmark's result goes, decided and checked before it measures anything.
+
+One naming rule, ``<name>_<N>cpu[_quick].json`` in ``benchmarks/results/`` (N usable CPUs, so runs on
+machines of different sizes sit side by side), and one check: a result file that cannot be written
+stops the run at its start, not after minutes of measuring. Results are written whole
+(`labkit.core.atomic.write_json`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+from labkit.core.environment import clone_root, usable_cpus
+from labkit.core.user_paths import check_output_file
+
+
+def result_path(name: str, quick: bool, given: Optional[str] = None, folder: Optional[str] = None) -> str:
+    """``given`` (a ``--json`` path) when set, else ``<folder>/<name>_<N>cpu[_quick].json`` (``folder``: the
+    clone's ``benchmarks/results``); checked to be writable now (`OutputPathError` naming it)."""
+    if given:
+        return check_output_file(given, "--json")
+    if folder is None:
+        folder = os.path.join(clone_root() or os.getcwd(), "benchmarks", "results")
+    stem = f"{name}_{usable_cpus()}cpu{'_quick' if quick else ''}"
+    return check_output_file(os.path.join(folder, f"{stem}.json"), "the result file")

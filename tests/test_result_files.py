@@ -1,0 +1,19 @@
+import os
+
+import pytest
+
+from labkit.core.environment import usable_cpus
+from labkit.core.user_paths import OutputPathError
+from labkit.measure.result_files import result_path
+
+
+def test_one_naming_rule_checked_before_the_run(tmp_path):
+    n = usable_cpus()
+    assert result_path("limits", False, folder=str(tmp_path)) == str(tmp_path / f"limits_{n}cpu.json")
+    assert result_path("limits", True, folder=str(tmp_path)) == str(tmp_path / f"limits_{n}cpu_quick.json")
+    assert result_path("x", True, given=str(tmp_path / "mine.json")) == str(tmp_path / "mine.json")
+    with pytest.raises(OutputPathError, match="--json .*mine.json: its folder .*missing does not exist"):
+        result_path("x", True, given=str(tmp_path / "missing" / "mine.json"))
+    with pytest.raises(OutputPathError, match="the result file"):
+        result_path("x", True, folder=str(tmp_path / "missing"))
+    assert os.listdir(tmp_path) == []
