@@ -34,7 +34,7 @@ from labkit.core.atomic import write_json
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.course.ablation import VERSIONS, Settings, measure_version
 from labkit.course.workspace import OUTPUT_SIZE, prepare
-from labkit.decode.decoders import DECODERS, decode
+from labkit.decode.registry import DECODERS, decode
 from labkit.measure.loader_timing import describe_machine, machine_info, spread_indices
 from labkit.measure.result_files import result_path
 from labkit.storage.pack_format import PackReader

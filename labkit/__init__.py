@@ -22,8 +22,9 @@ from labkit.core.lazy import lazy_exports
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "LabkitError": "labkit.core.errors",
     # decode
-    "decode": "labkit.decode.decoders",
-    "get_decoder": "labkit.decode.decoders",
+    "decode": "labkit.decode.registry",
+    "get_decoder": "labkit.decode.registry",
+    "DECODERS": "labkit.decode.registry",
     "DecodeError": "labkit.decode.decoders",
     "RandomResizedCrop": "labkit.decode.random_crop",
     # storage
@@ -57,6 +58,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "make_loader": "labkit.workers.loader_factory",
     "limit_worker_threads": "labkit.workers.thread_budget",
     "SlotLoader": "labkit.workers.shared_slots",
+    "ThreadLoader": "labkit.workers.thread_loader",
     "StagedPipeline": "labkit.workers.staged_pipeline",
     "LoaderHangError": "labkit.workers.watchdog",
     "LoaderWorkerError": "labkit.workers.watchdog",

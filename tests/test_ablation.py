@@ -163,7 +163,7 @@ def test_the_decoders_are_timed_only_for_a_version_that_picks_the_fastest(ws, mo
     import labkit.course.ablation as ablation
 
     timed = []
-    monkeypatch.setattr(ablation, "fastest_decoder", lambda ws: timed.append(1) or ("pil", {"pil": 0.001}))
+    monkeypatch.setattr(ablation, "fastest_decoder", lambda ws, crops=False: timed.append(1) or ("pil", {"pil": 0.001}))
     settings = Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu")
     report = run_ablation(ws, settings, only=["v1"], progress=False)
     assert not timed and not any(n.startswith(("decoders timed", "device stage")) for n in report["notes"])
@@ -264,8 +264,9 @@ def test_t1_crops_after_a_full_decode_in_the_main_process_and_t5_inside_the_deco
     assert described["crop"] == "RandomResizedCrop(224) + flip"
     images, _ = next(iter(t1))
     assert images.dtype == torch.float32 and images.shape == (8, 3, 224, 224)
-    t5, described = _build("t5", ws)
-    assert isinstance(t5, SlotLoader) and t5.dataset.decoder == "pil-reduced" and t5.dataset.crop is not None
+    t5, described = _build("t5", ws, decoder="simplejpeg")
+    assert V["t5"].decoder == "fastest"  # the run picks it by timing the decoders that crop inside their decode
+    assert isinstance(t5, SlotLoader) and t5.dataset.decoder == "simplejpeg" and t5.dataset.crop is not None
     images, _ = next(iter(t5))
     assert images.dtype == torch.uint8 and images.shape == (8, 3, 224, 224)
     assert _build("v5", ws, decoder="pil-reduced")[1]["crop"] is None
@@ -289,3 +290,12 @@ def test_the_training_ablation_runs_its_own_versions_and_refuses_the_others(ws, 
     assert "Verdict: t5 faster than t1:" in printed
     with pytest.raises(LabkitError, match="no version v5 in the training ablation; its versions: t1, t2, t3, t5"):
         run_ablation(ws, settings, only=["v5"], progress=False, train=True)
+
+
+def test_t5_takes_the_fastest_decoder_that_crops_inside_its_decode(ws, monkeypatch):
+    import labkit.course.ablation as ablation
+
+    monkeypatch.setattr(ablation, "time_decoders", lambda blobs, size: {"pil": 0.001, "torchvision": 0.002,
+                                                                         "pil-reduced": 0.004, "simplejpeg": 0.003})
+    assert ablation.fastest_decoder(ws)[0] == "pil"
+    assert ablation.fastest_decoder(ws, crops=True)[0] == "simplejpeg"

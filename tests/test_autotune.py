@@ -59,11 +59,22 @@ def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
     assert result.best.decoder in ("pil-reduced", NO_DECODE) and result.best_images_per_s > 0
     assert all(t.peak_memory > 0 for t in result.trials if t.verdict != "skipped")
     assert result.memory_measure == tree_memory_measure() and f"peak {result.memory_measure} MiB" in str(result)
-    best = result.to_dict()["best"]
-    assert best["num_workers"] in (1, 2) or (best["num_workers"] == 0 and best["decoder"] == NO_DECODE)
+    assert result.to_dict()["best"]["num_workers"] in (0, 1, 2)
     assert any(t.config.num_workers == 0 for t in result.trials if t.config.decoder == NO_DECODE)
+    # pil-reduced releases the GIL: tried first with no worker processes, decoding threads in the main process
+    assert [t.config.num_workers for t in result.trials if t.config.decoder == "pil-reduced"][0] == 0
     assert sum(t.config.sampler == "block" for t in result.trials) == 1  # the batch layout, tried on the winner
-    assert all(t.config.num_workers >= 1 for t in result.trials if t.config.decoder != NO_DECODE)
+
+
+def test_threads_in_the_main_process_are_tried_for_the_decoders_that_release_the_gil_and_can_win():
+    def model(config):  # no worker start-up, no batch crossing processes: the threads win here
+        return (500.0 if config.num_workers == 0 else 200.0 * min(config.num_workers, 2)), 100 * MB
+
+    result = search(model, ["pil", "simplejpeg"], max_workers=4, budget=Budget(2**34, 2**34), batch_bytes=BATCH,
+                    threaded=["simplejpeg"])
+    assert result.best == Config("simplejpeg", 0, 2)
+    assert min(t.config.num_workers for t in result.trials if t.config.decoder == "pil") == 1
+    assert "no worker processes (ThreadLoader" in str(result) and "  threads  " not in str(result).splitlines()[0]
 
 
 def test_without_decoding_the_main_process_alone_is_tried_and_can_win():

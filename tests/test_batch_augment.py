@@ -7,8 +7,10 @@ import torch
 
 from labkit.core.errors import LabkitError
 from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
-from labkit.decode.decoders import decode, psnr
-from labkit.decode.random_crop import RandomResizedCrop, crop_resize_flip
+from labkit.decode.crop_box import crop_resize_flip
+from labkit.decode.decoders import psnr
+from labkit.decode.random_crop import RandomResizedCrop
+from labkit.decode.registry import decode
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
 

@@ -13,8 +13,9 @@ from labkit.core.errors import LabkitError
 from labkit.core.string_table import StringTable
 from labkit.course.synthetic_data import PhotoSpec, make_photos, read_manifest
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
-from labkit.decode.decoders import decode
-from labkit.decode.random_crop import RandomResizedCrop, crop_resize_flip
+from labkit.decode.crop_box import crop_resize_flip
+from labkit.decode.random_crop import RandomResizedCrop
+from labkit.decode.registry import decode
 from labkit.measure.process_memory import private_bytes
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.resumable import BlockShuffleSampler

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
-from labkit.decode.decoders import (DECODERS, DecodeError, DecompressionBombError, check_decodable, decode, get_decoder,
-                                    psnr, resize_uint8, target_hw)
+from labkit.decode.decoders import (DecodeError, DecompressionBombError, check_decodable, psnr, resize_uint8,
+                                    target_hw)
+from labkit.decode.registry import DECODERS, decode, get_decoder
 
 ALL = list(DECODERS)
 
@@ -221,7 +222,7 @@ def test_only_the_torchvision_decoder_imports_torchvision():
     # A worker that starts fresh imports what unpickling its dataset needs: Pillow's decoders must not cost it
     # torchvision's import.
     code = ("import sys; from labkit.datasets.map_style import PackedDataset;"
-            "from labkit.decode.decoders import get_decoder; get_decoder('pil-reduced');"
+            "from labkit.decode.registry import get_decoder; get_decoder('pil-reduced');"
             "print('torchvision' in sys.modules); get_decoder('torchvision'); print('torchvision' in sys.modules)")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
@@ -259,13 +260,14 @@ def test_batched_jpeg_decode_on_cuda_is_close_to_cpu():
 
 def test_without_torchcodec_its_decoder_is_unlisted_and_named_with_the_install(monkeypatch):
     from labkit.core.errors import LabkitError
-    from labkit.decode import decoders
+    from labkit.decode import decoders, registry
 
     monkeypatch.setattr(decoders, "torchcodec_available", lambda: False)
-    monkeypatch.delitem(decoders.DECODERS, "torchcodec", raising=False)
-    with pytest.raises(LabkitError, match=r"pip install 'labkit\[torchcodec\]'"):
+    monkeypatch.setattr(registry, "DECODERS", {k: v for k, v in registry.DECODERS.items() if k != "torchcodec"})
+    monkeypatch.setattr(registry, "MISSING", {"torchcodec": "pip install 'labkit[torchcodec]'"})
+    with pytest.raises(LabkitError, match=r"not installed here: pip install 'labkit\[torchcodec\]'"):
         get_decoder("torchcodec")
     with pytest.raises(LabkitError, match=r"pip install 'labkit\[torchcodec\]'"):
         decoders.decode_torchcodec(_photo())
-    with pytest.raises(LabkitError, match="choose one of pil, pil-reduced, torchvision$"):
+    with pytest.raises(LabkitError, match="choose one of pil, pil-reduced, torchvision, simplejpeg$"):
         get_decoder("turbo")

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from labkit.core.errors import LabkitError
-from labkit.decode.decoders import DECODERS
+from labkit.decode.registry import DECODERS
 from labkit.measure import decoder_speed
 from labkit.measure.decoder_speed import median_seconds, time_decoders
 from tests.conftest import files_under

@@ -5,7 +5,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from labkit.core.machine import MemoryFacts, memory_facts
-from labkit.diagnose.doctor import LoaderPlan, diagnose
+from labkit.diagnose.doctor import LoaderPlan, check_decode_threads, diagnose
 from labkit.tools.cli import main
 from labkit.workers.thread_budget import limit_worker_threads, torch_threads
 
@@ -121,3 +121,16 @@ def test_torch_threads_sets_the_count_for_the_block_and_puts_it_back_even_on_err
         with torch_threads(1):
             raise KeyError("boom")
     assert torch.get_num_threads() == before
+
+
+def test_decode_threads_beyond_the_cores_are_flagged_with_their_share():
+    assert check_decode_threads(LoaderPlan(num_workers=2, decode_threads=None), cpus=8).level == "ok"
+    finding = check_decode_threads(LoaderPlan(num_workers=4, decode_threads=4), cpus=8)
+    assert finding.level == "warn" and "16 on 8 CPUs" in finding.message and "decode_threads=2" in finding.fix
+    assert "the main process (no workers)" in check_decode_threads(LoaderPlan(num_workers=0), cpus=2).message
+
+
+def test_the_doctor_lists_the_decoders_installed(capsys):
+    assert main(["doctor", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "decode threads" in out and "simplejpeg   simplejpeg (libjpeg-turbo 3)" in out

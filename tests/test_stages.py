@@ -7,7 +7,7 @@ import os
 import pytest
 import torch
 
-from labkit.decode.decoders import DECODERS, get_decoder
+from labkit.decode.registry import DECODERS, get_decoder
 from labkit.device.transfer import normalize_uint8
 from labkit.diagnose.stage_timing import STAGES, compare_decoders, run_stages, stage_chain, time_stages
 from labkit.storage.image_folder import scan_image_folder

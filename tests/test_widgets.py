@@ -69,10 +69,10 @@ def test_the_doctor_and_the_decoder_follow_the_controls_before_any_run(workspace
 
 
 def test_the_decoder_dropdown_offers_the_decoder_registry(workspace, monkeypatch):
-    from labkit.decode import decoders
+    from labkit.decode import registry
 
-    assert _panel(workspace).controls["decoder"].options == tuple(decoders.DECODERS)
-    monkeypatch.setitem(decoders.DECODERS, "pil-copy", decoders.decode_pil)  # a decoder added to the registry
+    assert _panel(workspace).controls["decoder"].options == tuple(registry.DECODERS)
+    monkeypatch.setitem(registry.DECODERS, "pil-copy", registry.DECODERS["pil"])  # a decoder added to the registry
     assert "pil-copy" in _panel(workspace).controls["decoder"].options  # shows up without a second list to edit
 
 

@@ -31,7 +31,7 @@ from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.machine import MemoryFacts
 from labkit.course.workspace import Workspace
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
-from labkit.decode.decoders import DECODERS
+from labkit.decode.registry import DECODERS
 from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
 from labkit.measure.loader_timing import measure_loader, spread_indices
 from labkit.samplers.order_scores import OrderScores, score_order

@@ -26,7 +26,7 @@ from torch.utils.data import Dataset
 
 from labkit.core.errors import LabkitIndexError, LabkitValueError
 from labkit.core.string_table import PathLike
-from labkit.decode.decoders import decode
+from labkit.decode.registry import decode
 from labkit.storage.pack_format import PackReader
 
 #: The object classes `ShapesDetectionDataset` pastes, by label.

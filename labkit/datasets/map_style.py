@@ -36,8 +36,11 @@ from labkit.core.errors import LabkitError, LabkitIndexError, LabkitTypeError, L
 from labkit.core.host_buffers import batch_buffer
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike
-from labkit.decode.decoders import MAX_PIXELS, DecodeError, Size, get_decoder, target_hw
-from labkit.decode.random_crop import CROP_IN_DECODE, RandomResizedCrop, crop_resize_flip
+from labkit.datasets.batch_decode import BatchDecoder
+from labkit.decode.crop_box import crop_resize_flip
+from labkit.decode.decoders import MAX_PIXELS, DecodeError, Size, target_hw
+from labkit.decode.random_crop import RandomResizedCrop
+from labkit.decode.registry import crops_in_decode, get_decoder
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader
 
@@ -93,18 +96,21 @@ _LASTING_ERRORS = (DecodeError, PackError, FileNotFoundError, IsADirectoryError,
 def _crop_note(crop: Optional[RandomResizedCrop], decoder: str) -> str:
     if crop is None:
         return ""
-    where = "inside the decode" if decoder in CROP_IN_DECODE else "after a full decode"
+    where = "inside the decode" if crops_in_decode(decoder) else "after a full decode"
     return f", random-resized crops {where}"
 
 
 class LabeledImageDataset(Dataset):
-    """The shared behaviour of labkit's image datasets: indexing, labels, errors and skips."""
+    """The shared behaviour of labkit's image datasets: indexing, labels, errors and skips, and batches
+    decoded by threads straight into one tensor (`labkit.datasets.batch_decode`)."""
 
     labels: np.ndarray
     classes: List[str]
+    size: Optional[Tuple[int, int]] = None  #: every image's (height, width); None where they differ
+    fills_batches = False  #: whether `__getitems__` can decode a batch into one tensor (images of one shape)
 
     def __init__(self, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
-                 crop: Optional[RandomResizedCrop] = None) -> None:
+                 crop: Optional[RandomResizedCrop] = None, decode_threads: Optional[int] = None) -> None:
         if on_error not in ON_ERROR:
             raise LabkitValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
         if crop is not None and not isinstance(crop, RandomResizedCrop):
@@ -116,6 +122,16 @@ class LabeledImageDataset(Dataset):
         self.epoch = 0  # the epoch of a plain index (one from a sampler not wrapped in EpochTagged)
         self._skips = SharedLog("labkit-skips-") if on_error == "skip" else None
         self._known_broken: Dict[int, str] = {}  # this process's: index -> error, never decoded again here
+        self._batches = BatchDecoder(decode_threads)
+
+    @property
+    def decode_threads(self) -> Optional[int]:
+        """Threads that decode a batch in each process that fetches one; None: its share of the cores."""
+        return self._batches.threads
+
+    @decode_threads.setter
+    def decode_threads(self, threads: Optional[int]) -> None:
+        self._batches.threads = threads
 
     # Subclasses say how to read and decode one sample and how to name it in messages. The two
     # stages are separate so that a profiler can time them apart (labkit.measure.step_profile).
@@ -197,12 +213,25 @@ class LabeledImageDataset(Dataset):
         raise SampleError(f"every one of the {n} samples failed to load; see .skipped", index)
 
     def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
-        """A batch of samples, read in storage order (better locality), returned in the order asked."""
+        """A batch of samples, read in storage order (better locality), returned in the order asked.
+
+        Where every image has one shape and there is no ``transform``, the images are the rows of one uint8
+        tensor, decoded by `decode_threads` threads; a sample that fails is fetched again on its own, so
+        it is named (or substituted under ``on_error="skip"``) as by ``ds[i]``."""
         checked = [self._check_index(i) for i in indices]
-        out: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
-        for k in np.argsort(self._storage_order(checked), kind="stable"):
-            out[k] = self[indices[k]]  # as it came: an EpochIndex keeps its epoch
-        return out
+        order = np.argsort(self._storage_order(checked), kind="stable")
+        if not (self.fills_batches and self.transform is None and self.size is not None and checked):
+            out: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
+            for k in order:
+                out[k] = self[indices[k]]  # as it came: an EpochIndex keeps its epoch
+            return out
+        batch, failed = self._batches.fill(indices, checked, order, (3, *self.size), self._load, self.epoch,
+                                           _LOAD_ERRORS)
+        labels = [int(self.labels[i]) for i in checked]
+        for k in failed:
+            image, labels[k] = self[indices[k]]  # raises SampleError naming it, or gives its substitute
+            batch[k].copy_(image)
+        return [(batch[k], labels[k]) for k in range(len(checked))]
 
     def _storage_order(self, indices: List[int]) -> np.ndarray:
         return np.asarray(indices)
@@ -234,10 +263,13 @@ class LabeledImageDataset(Dataset):
 class ImageFolderDataset(LabeledImageDataset):
     """Images in an ImageFolder tree (``root/<class>/<file>``), decoded by ``decoder`` to ``size``."""
 
+    fills_batches = True
+
     def __init__(self, root: PathLike, decoder: str = "pil", size: Size = 256,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, crop: Optional[RandomResizedCrop] = None) -> None:
-        super().__init__(transform, on_error, crop)
+                 max_pixels: int = MAX_PIXELS, crop: Optional[RandomResizedCrop] = None,
+                 decode_threads: Optional[int] = None) -> None:
+        super().__init__(transform, on_error, crop, decode_threads)
         index = scan_image_folder(root)
         self.root = index.root
         self.classes = index.classes
@@ -271,8 +303,9 @@ class PackBackedDataset(LabeledImageDataset):
     and batched reads in file order."""
 
     def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
-                 check_crc: bool, kind: str, wrong_kind: str, crop: Optional[RandomResizedCrop] = None) -> None:
-        super().__init__(transform, on_error, crop)
+                 check_crc: bool, kind: str, wrong_kind: str, crop: Optional[RandomResizedCrop] = None,
+                 decode_threads: Optional[int] = None) -> None:
+        super().__init__(transform, on_error, crop, decode_threads)
         self.reader = PackReader(pack_path, check_crc=check_crc)
         if self.reader.kind != kind:
             raise LabkitValueError(f"{self.reader.path}: {wrong_kind}")
@@ -289,11 +322,14 @@ class PackBackedDataset(LabeledImageDataset):
 class PackedDataset(PackBackedDataset):
     """Encoded images from one pack file (`labkit pack`), read through mmap and decoded per sample."""
 
+    fills_batches = True
+
     def __init__(self, pack_path: PathLike, decoder: str = "pil", size: Size = 256,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Optional[RandomResizedCrop] = None) -> None:
+                 max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Optional[RandomResizedCrop] = None,
+                 decode_threads: Optional[int] = None) -> None:
         super().__init__(pack_path, transform, on_error, check_crc, "encoded",
-                         "holds decoded arrays; open it with DecodedArrayDataset", crop)
+                         "holds decoded arrays; open it with DecodedArrayDataset", crop, decode_threads)
         self.decoder = decoder
         self._decode = get_decoder(decoder)
         self.size = target_hw(size) if crop is None else crop.output_hw
@@ -317,15 +353,17 @@ class DecodedArrayDataset(PackBackedDataset):
     """Pre-decoded, pre-resized uint8 images from a pack made with ``labkit pack --decoded N``.
 
     No decode at all: the bound FFCV's RAW mode reaches. ``__getitems__`` copies a whole
-    batch out of the mapping into one array.
+    batch out of the mapping into one array (with ``crop=``, each sample's crop into its row).
     """
+
+    fills_batches = True
 
     def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]] = None,
                  on_error: str = "raise", size: Size = None, check_crc: bool = True,
-                 crop: Optional[RandomResizedCrop] = None) -> None:
+                 crop: Optional[RandomResizedCrop] = None, decode_threads: Optional[int] = None) -> None:
         super().__init__(pack_path, transform, on_error, check_crc, "decoded",
                          "holds encoded images; open it with PackedDataset, or make a decoded pack with "
-                         "`labkit pack --decoded SIZE`", crop)
+                         "`labkit pack --decoded SIZE`", crop, decode_threads)
         stored = tuple(self.reader.decoded_shape[-2:])
         if size is not None and target_hw(size) != stored:
             raise LabkitValueError(f"{self.reader.path}: images are stored at {stored[0]}x{stored[1]}, not {size}; "
@@ -345,7 +383,7 @@ class DecodedArrayDataset(PackBackedDataset):
         return crop_resize_flip(torch.from_numpy(raw), box, self.size)
 
     def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
-        if self.crop is not None:  # each sample its own box: per sample, from the mapping
+        if self.crop is not None:  # each sample its own box, cropped into its row of the batch
             return super().__getitems__(indices)
         checked = [self._check_index(i) for i in indices]
         batch = batch_buffer((len(checked), *self.reader.decoded_shape))

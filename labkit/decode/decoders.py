@@ -1,6 +1,7 @@
 """Encoded image bytes → uint8 C×H×W tensor of a target size (seed section 2.1: the costliest step).
 
-Three decoders with one contract, so a lab can swap them and measure:
+The decoders on Pillow, torchvision and torchcodec, with one contract, so a lab can swap them and measure
+(`labkit.decode.registry` lists every decoder, ``simplejpeg`` included, one record each):
 
 ``pil``          full decode, then resize — the seed's baseline (``Image.open(...).convert('RGB')``
                  followed by ``Resize((256, 256))``).
@@ -29,7 +30,7 @@ import math
 import platform
 import re
 import warnings
-from typing import Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Callable, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -135,7 +136,7 @@ def pil_to_tensor(img: Image.Image) -> torch.Tensor:
     return torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1).contiguous()
 
 
-def _torchvision_io():
+def torchvision_io():
     """``torchvision.io``, imported on first use: a worker that starts fresh (spawn, forkserver) and
     decodes with Pillow never pays its import, a second on a laptop. `get_decoder` imports it in the
     parent for the decoders that need it, so a forked worker inherits it instead of paying on its first image."""
@@ -146,7 +147,7 @@ def _torchvision_io():
 
 def resize_uint8(image: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
     """Antialiased bilinear resize of a uint8 (..., C, H, W) tensor: what torchvision's
-    ``F.resize(image, hw, antialias=True)`` gives, bit for bit, from torch alone (see `_torchvision_io`).
+    ``F.resize(image, hw, antialias=True)`` gives, bit for bit, from torch alone (see `torchvision_io`).
 
     On a CPU with torch's vectorised uint8 kernel (AVX2, AVX-512, ARM) the bytes are resized as they
     are, keeping a channels-last input channels-last (a pixel view of a Pillow image needs no copy);
@@ -233,7 +234,7 @@ def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXE
     if header.format not in TORCHVISION_FORMATS or header.mode == "CMYK":
         return _decode_with_pil(data, size, max_pixels, reduced=False)
     try:
-        tvio = _torchvision_io()
+        tvio = torchvision_io()
         img = tvio.decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8),
                                 mode=tvio.ImageReadMode.RGB, apply_exif_orientation=True)
     except RuntimeError as e:
@@ -279,7 +280,7 @@ def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = 256,
     for the whole batch: decoding leaves the CPU entirely. Only JPEG; check with
     ``labkit verify`` and a decode on the CPU first for anything else.
     """
-    tvio = _torchvision_io()
+    tvio = torchvision_io()
     try:
         images = tvio.decode_jpeg(list(blobs), mode=tvio.ImageReadMode.RGB, device=device)
     except RuntimeError as e:
@@ -292,7 +293,7 @@ def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = 256,
 
 def _first_undecodable(blobs: Sequence[torch.Tensor], device: Union[str, torch.device]) -> Optional[DecodeError]:
     """The batch's first file that fails alone, named by its position, or None if each decodes alone."""
-    tvio = _torchvision_io()
+    tvio = torchvision_io()
     for k, blob in enumerate(blobs):
         try:
             tvio.decode_jpeg(blob, mode=tvio.ImageReadMode.RGB, device=device)
@@ -301,31 +302,7 @@ def _first_undecodable(blobs: Sequence[torch.Tensor], device: Union[str, torch.d
     return None
 
 
-Decoder = Callable[..., torch.Tensor]
-DECODERS: Dict[str, Decoder] = {
-    "pil": decode_pil,
-    "pil-reduced": decode_pil_reduced,
-    "torchvision": decode_torchvision,
-    **({"torchcodec": decode_torchcodec} if torchcodec_available() else {}),
-}
-
-
-def get_decoder(name: str) -> Decoder:
-    """The decoder function called ``name``; a clear error lists the valid names."""
-    try:
-        decoder = DECODERS[name]
-    except KeyError:
-        if name == "torchcodec":
-            _require_torchcodec()
-        raise LabkitValueError(f"unknown decoder {name!r}; choose one of {', '.join(DECODERS)}") from None
-    if decoder is decode_torchvision:
-        _torchvision_io()
-    return decoder
-
-
-def decode(data: bytes, size: Size = 256, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
-    """Decode ``data`` with the decoder named ``decoder`` to a uint8 tensor of shape (3, H, W)."""
-    return get_decoder(decoder)(data, size, max_pixels)
+Decoder = Callable[..., torch.Tensor]  #: (bytes, size, max_pixels) -> uint8 (3, H, W)
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:

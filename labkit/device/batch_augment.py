@@ -24,7 +24,7 @@ import torch
 
 from labkit.core.errors import LabkitValueError
 from labkit.decode.decoders import Size, target_hw
-from labkit.decode.random_crop import draw_box
+from labkit.decode.crop_box import draw_box
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, normalize_affine
 
 Keys = Union[Sequence[int], torch.Tensor]

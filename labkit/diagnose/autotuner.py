@@ -8,7 +8,8 @@ and one whose measured peak memory goes over the RAM budget is rejected: the PSS
 and its workers summed (`labkit.measure.process_memory.tree_memory_bytes`), so that the pages they share (the
 parent's heap, the mmap'd pack) count once, not once per worker as summed RSS would.
 For each decoder it adds workers one at a time and stops as soon as one more worker buys
-less than ``min_gain``; then it tries a deeper prefetch on the best worker count, and the
+less than ``min_gain`` (starting from none — `labkit.workers.thread_loader.ThreadLoader`, every core's thread
+decoding in the main process — for the decoders whose record says they release the GIL); then it tries a deeper prefetch on the best worker count, and the
 main process's thread count and the batch layout (random batches, or locality-aware ones from
 `labkit.samplers.resumable.BlockShuffleSampler`) on the winner. What it measures is the whole pipeline up to
 the device: the loader, then normalisation and MixUp (`labkit.device.transfer.DevicePrefetcher`).
@@ -31,13 +32,14 @@ from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitRuntimeError
 from labkit.core.machine import memory_facts
 from labkit.datasets.map_style import DecodedArrayDataset, PackedDataset
-from labkit.decode.decoders import DECODERS
+from labkit.decode.registry import DECODERS
 from labkit.device.transfer import DevicePrefetcher
 from labkit.diagnose.doctor import shm_batches
 from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader
 from labkit.measure.process_memory import PeakMemory, tree_memory_measure
 from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.thread_budget import torch_threads
+from labkit.workers.thread_loader import ThreadLoader
 
 NO_DECODE = "none (decoded pack)"
 
@@ -45,7 +47,7 @@ NO_DECODE = "none (decoded pack)"
 @dataclass(frozen=True)
 class Config:
     decoder: str  # a labkit decoder name, or NO_DECODE for a decoded pack
-    num_workers: int
+    num_workers: int  # 0 with a decoder: no worker processes, decoding threads in the main process (ThreadLoader)
     prefetch_factor: int = 2
     main_threads: int = 0  # torch threads in the main process; 0: leave torch's default
     sampler: str = "random"  # batch layout: "random", or "block" (BlockShuffleSampler: batched reads stay local)
@@ -91,10 +93,13 @@ class TuneResult:
                  f"{f'peak {self.memory_measure} MiB':>14}  verdict"]
         for t in self.trials:
             threads = t.config.main_threads or "-"
-            lines.append(f"{t.config.decoder:<22}{t.config.num_workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
+            workers = t.config.num_workers or ("0" if t.config.decoder == NO_DECODE else "threads")
+            lines.append(f"{t.config.decoder:<22}{workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
                          f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.verdict}")
         b = self.best
-        lines.append(f"decision: decoder={b.decoder}, num_workers={b.num_workers}, prefetch_factor={b.prefetch_factor}, main "
+        loader = (f"num_workers={b.num_workers}" if b.num_workers or b.decoder == NO_DECODE
+                  else "no worker processes (ThreadLoader: decoding threads in the main process)")
+        lines.append(f"decision: decoder={b.decoder}, {loader}, prefetch_factor={b.prefetch_factor}, main "
                      f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
                      f"images/s, within the budget ({self.budget})")
         if self.machine:
@@ -113,8 +118,10 @@ Measure = Callable[[Config], Tuple[float, int]]
 
 def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: Budget, batch_bytes: int,
            prefetches: Sequence[int] = (2, 4), min_gain: float = 0.05,
-           main_threads: Sequence[int] = (), samplers: Sequence[str] = ()) -> TuneResult:
+           main_threads: Sequence[int] = (), samplers: Sequence[str] = (), threaded: Sequence[str] = ()) -> TuneResult:
     """Grow workers per decoder until it stops paying, then deepen prefetch; stay inside ``budget``.
+
+    The decoders in ``threaded`` (and NO_DECODE) start from no worker processes at all.
 
     ``main_threads`` lists torch thread counts to try for the main process on the winner:
     with busy workers fewer threads leave them cores; with idle workers more threads speed
@@ -140,7 +147,7 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
     accepted: List[Trial] = []
     for decoder in decoders:
         best: Optional[Trial] = None
-        for workers in range(0 if decoder == NO_DECODE else 1, max_workers + 1):  # nothing to decode: try none
+        for workers in range(0 if decoder == NO_DECODE or decoder in threaded else 1, max_workers + 1):
             trial = attempt(Config(decoder, workers, prefetches[0]))
             if trial is None:
                 break
@@ -176,8 +183,12 @@ def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size
     parallel = dict(prefetch_factor=config.prefetch_factor, persistent_workers=True) if config.num_workers else {}
     sampler = (BlockShuffleSampler.for_batches(len(dataset), batch_size) if config.sampler == "block"
                else RandomSampler(dataset))
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=config.num_workers,
-                        collate_fn=stack_uint8, pin_memory=torch.cuda.is_available(), **parallel)
+    loader: Iterable
+    if config.num_workers == 0 and config.decoder != NO_DECODE:
+        loader = ThreadLoader(dataset, batch_size, shuffle=False, sampler=sampler, prefetch=config.prefetch_factor)
+    else:
+        loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=config.num_workers,
+                            collate_fn=stack_uint8, pin_memory=torch.cuda.is_available(), **parallel)
     return DevicePrefetcher(loader, mix=MixUp(classes))
 
 
@@ -209,7 +220,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
 
     threads = sorted({1, cpus} - {torch.get_num_threads()})
     result = search(measure, names, max_workers, budget, batch_size * 3 * size * size, main_threads=threads,
-                    samplers=["block"])
+                    samplers=["block"], threaded=[n for n in names if n in DECODERS and DECODERS[n].releases_gil])
     result.machine, result.memory_measure = machine_info(), tree_memory_measure()
     return result
 

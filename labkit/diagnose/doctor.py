@@ -16,7 +16,7 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from labkit.core.environment import usable_cpus
+from labkit.core.environment import decode_thread_budget, usable_cpus
 from labkit.core.machine import MemoryFacts, memory_facts, os_name
 from labkit.core.wording import count, first
 from labkit.workers.thread_budget import main_thread_budget, threads_per_worker
@@ -44,6 +44,7 @@ class LoaderPlan:
     ranks_per_node: int = 1
     pin_memory: bool = False
     main_threads: Optional[int] = None  # the main process's torch threads; None: torch.get_num_threads()
+    decode_threads: Optional[int] = None  # threads decoding a batch in each loader process; None: their share
 
     @property
     def batch_bytes(self) -> int:
@@ -145,6 +146,19 @@ def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
     return Finding("ok", "threads in workers", text)
 
 
+def check_decode_threads(plan: LoaderPlan, cpus: int) -> Finding:
+    processes = max(1, plan.num_workers)
+    threads = plan.decode_threads or decode_thread_budget(plan.num_workers)
+    where = f"{count(plan.num_workers, 'worker')}" if plan.num_workers else "the main process (no workers)"
+    text = (f"{threads} decoding {'thread' if threads == 1 else 'threads'} in each of {where}: "
+            f"{threads * processes} on {count(cpus, 'CPU')}")
+    if threads * processes > cpus:
+        return Finding("warn", "decode threads", text + ": more than the cores, so they take turns",
+                       f"decode_threads={max(1, cpus // processes)} (or None: labkit.core.environment."
+                       "decode_thread_budget shares the cores)")
+    return Finding("ok", "decode threads", text)
+
+
 def check_main_threads(plan: LoaderPlan, cpus: int) -> Finding:
     threads = torch.get_num_threads() if plan.main_threads is None else plan.main_threads
     budget = main_thread_budget(plan.num_workers, cpus)
@@ -178,7 +192,8 @@ def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[Memor
     cuda = torch.cuda.is_available() if cuda is None else cuda
     threads = [t.name for t in threading.enumerate()] if threads is None else threads
     return [check_shared_memory(plan, facts), check_pinned_memory(plan, facts, cuda), check_cpus(plan, cpus),
-            check_worker_threads(plan, cpus), check_main_threads(plan, cpus), check_start_method(threads)]
+            check_worker_threads(plan, cpus), check_decode_threads(plan, cpus), check_main_threads(plan, cpus),
+            check_start_method(threads)]
 
 
 def format_findings(plan: LoaderPlan, findings: List[Finding]) -> str:

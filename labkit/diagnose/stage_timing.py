@@ -2,15 +2,10 @@
 
 The seed calls ``__getitem__`` the costliest link of the chain: read the file → decode →
 resize → to tensor → normalise. `time_stages` runs exactly that chain on real files, with the
-work each labkit decoder does (`labkit.decode.decoders`), and times every stage on its own, so a lab can
-draw where the milliseconds go and see which stage a faster decoder removes:
-
-``pil``          full decode, PIL resize, then the H×W×C array becomes a C×H×W tensor.
-``pil-reduced``  a DCT-scaled decode (``Image.draft``), the array becomes a tensor, torch resizes it.
-``torchvision``  libjpeg-turbo decodes straight into a tensor (nothing left for to-tensor), torch resizes.
-
-Each stage's output feeds the next, and the uint8 image at the end is the decoder's own output
-(the tests hold the two equal), so the stages add up to what the decoder costs, not to a model of it.
+work each labkit decoder does (its record's stages, `labkit.decode.decoder_stages`), and times every
+stage on its own, so a lab can draw where the milliseconds go and see which stage a faster decoder
+removes. Each stage's output feeds the next, and the uint8 image before the normalise is the
+decoder's own output (the tests hold the two equal).
 """
 
 from __future__ import annotations
@@ -18,20 +13,19 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 import torch
-from PIL import Image
 
 from labkit.core.errors import LabkitKeyError, LabkitValueError
-from labkit.decode.decoders import (DECODERS, EXIF_ORIENTATION, MAX_PIXELS, TORCHVISION_FORMATS, Size, get_decoder,
-                                    open_image, pil_to_tensor, resize_uint8, target_hw, to_rgb)
+from labkit.decode.decoder_stages import Stage
+from labkit.decode.decoders import Size, target_hw
+from labkit.decode.registry import DECODERS, decoder_info
 from labkit.device.transfer import normalize_uint8
 from labkit.workers.thread_budget import torch_threads
 
 STAGES = ("read", "decode", "resize", "to-tensor", "normalise")
-Stage = Tuple[str, Callable[[Any], Any]]
 
 
 def _read(path: str) -> bytes:
@@ -39,66 +33,14 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def _decode_full(data: bytes) -> Image.Image:
-    img = to_rgb(open_image(data, MAX_PIXELS))
-    img.load()  # an RGB file is not decoded until its pixels are asked for
-    return img
-
-
-def _decode_draft(hw: Tuple[int, int]) -> Callable[[bytes], Image.Image]:
-    def decode(data: bytes) -> Image.Image:
-        img = open_image(data, MAX_PIXELS)
-        if img.format == "JPEG":
-            rotated = img.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
-            img.draft("RGB", (hw[0], hw[1]) if rotated else (hw[1], hw[0]))
-        img = to_rgb(img)
-        img.load()
-        return img
-    return decode
-
-
-def _decode_torchvision(data: bytes) -> torch.Tensor:
-    from torchvision.io import ImageReadMode, decode_image
-
-    header = open_image(data, MAX_PIXELS)
-    if header.format not in TORCHVISION_FORMATS or header.mode == "CMYK":
-        raise LabkitValueError(f"torchvision's stages are timed on JPEG, PNG, GIF and WEBP in RGB, not {header.format} "
-                         f"in {header.mode}: time that file with decoder='pil'")
-    img = decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode=ImageReadMode.RGB,
-                       apply_exif_orientation=True)
-    return img if img.dtype == torch.uint8 else (img.to(torch.int32) >> 8).to(torch.uint8)
-
-
-def _resize_pil(hw: Tuple[int, int]) -> Callable[[Image.Image], Image.Image]:
-    return lambda img: img if img.size == (hw[1], hw[0]) else img.resize((hw[1], hw[0]), Image.BILINEAR)
-
-
-def _resize_tensor(hw: Tuple[int, int]) -> Callable[[torch.Tensor], torch.Tensor]:
-    return lambda img: img.contiguous() if tuple(img.shape[-2:]) == hw else resize_uint8(img, hw).contiguous()
-
-
-def _array_to_chw(img: Image.Image) -> torch.Tensor:
-    return torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1)
-
-
-def _unchanged(img: torch.Tensor) -> torch.Tensor:
-    return img
-
-
 def stage_chain(decoder: str, size: Size = 256) -> List[Stage]:
     """The stages of one sample for ``decoder``, in the order that decoder runs them, each a function
     of the previous stage's output (the first takes a path). Every stage of `STAGES` appears once."""
-    get_decoder(decoder)  # a clear error for an unknown name
+    info = decoder_info(decoder)  # a clear error for an unknown name
     hw = target_hw(size)
     if hw is None:
         raise LabkitValueError("time_stages needs an output size: the resize is one of the stages")
-    if decoder == "pil":
-        middle: List[Stage] = [("decode", _decode_full), ("resize", _resize_pil(hw)), ("to-tensor", pil_to_tensor)]
-    elif decoder == "pil-reduced":
-        middle = [("decode", _decode_draft(hw)), ("to-tensor", _array_to_chw), ("resize", _resize_tensor(hw))]
-    else:
-        middle = [("decode", _decode_torchvision), ("to-tensor", _unchanged), ("resize", _resize_tensor(hw))]
-    return [("read", _read), *middle, ("normalise", normalize_uint8)]
+    return [("read", _read), *info.stages(hw), ("normalise", normalize_uint8)]
 
 
 def run_stages(path: str, decoder: str, size: Size = 256) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float]]:

@@ -14,7 +14,8 @@ import time
 from typing import Any, Callable, Dict, Sequence
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.decoders import DECODERS, MAX_PIXELS, Size, get_decoder
+from labkit.decode.decoders import MAX_PIXELS, Size
+from labkit.decode.registry import DECODERS, get_decoder
 
 
 def median_seconds(fn: Callable[[], Any], repeats: int) -> float:

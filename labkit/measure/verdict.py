@@ -3,8 +3,9 @@ within noise, decided from both, so a 1.02x never reads as a win.
 
 Every notebook and `labkit ablation` say what a measurement means through `judge`: the same rule
 everywhere, and a rule that can fail. A claim expects the candidate to be ``"better"`` than the baseline
-(faster: more images/s, or less time), ``"worse"``, or ``"same"``. Where the seed (or a goal) gives a
-size, the verdict also says whether that size held, not only the direction.
+(faster: more images/s, or less time), ``"worse"``, or ``"same"``. Where the seed gives a size, the verdict
+also says whether that size held, not only the direction. A goal is a floor, not a point: it is reached only
+when the median ratio is at or above it, and the text says where the spread straddles it.
 
 The spread is the widest the passes allow: the worst candidate pass over the best baseline pass, up to the
 best over the worst. A claim "held" only when even that worst pairing points its way and the median
@@ -43,6 +44,8 @@ class Verdict:
     size: Optional[float] = None
     size_from: str = "the seed measured"
     size_outcome: Optional[str] = None
+    goal: Optional[float] = None
+    goal_outcome: Optional[str] = None
 
     @property
     def held(self) -> bool:
@@ -53,7 +56,14 @@ class Verdict:
         text = f"Verdict: {self.claim}: {self.outcome} ({self.ratio:.2f}x, {spread})"
         if self.size is not None:
             text += f"; {self.size_from} {self.size:.2f}x: that size {self.size_outcome}"
+        if self.goal is not None:
+            text += f"; the goal is at least {self.goal:.2f}x: {self.goal_outcome}"
         return text
+
+    @property
+    def goal_reached(self) -> bool:
+        """Whether the median ratio is at or above the goal (False where there is no goal)."""
+        return self.goal is not None and self.ratio >= self.goal
 
 
 def ratios(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool = True) -> tuple:
@@ -69,10 +79,10 @@ def ratios(baseline: Sequence[float], candidate: Sequence[float], higher_is_bett
 
 def judge(claim: str, baseline: Sequence[float], candidate: Sequence[float], *, expect: Expect = "better",
           higher_is_better: bool = True, size: Optional[float] = None, size_from: str = "the seed measured",
-          min_effect: float = MIN_EFFECT) -> Verdict:
+          min_effect: float = MIN_EFFECT, goal: Optional[float] = None) -> Verdict:
     """The verdict on ``claim`` from repeated passes of the baseline and the candidate (images/s, or seconds
     with ``higher_is_better=False``). ``size`` is the ratio the seed gives, if any (``size_from`` words its
-    source, e.g. "the goal is").
+    source). ``goal``: the least ratio wanted, reached when the median is at or above it.
 
     Needs two or more passes a side: one pass has no spread, and a verdict without one could not fail.
     """
@@ -98,4 +108,13 @@ def judge(claim: str, baseline: Sequence[float], candidate: Sequence[float], *, 
         else:
             size_outcome = "held too" if outcome == HELD else "is within this run's spread"
     return Verdict(claim, expect, ratio, low, high, outcome, (len(baseline), len(candidate)), size, size_from,
-                   size_outcome)
+                   size_outcome, goal, None if goal is None else goal_outcome(ratio, low, high, goal))
+
+
+def goal_outcome(ratio: float, low: float, high: float, goal: float) -> str:
+    """"reached" or "not reached (here 1.64x)", and where the spread straddles the goal, so."""
+    if goal <= 0:
+        raise LabkitValueError(f"goal={goal}: a ratio, above 0")
+    if ratio >= goal:
+        return "reached" + (f", though the spread reaches below it ({low:.2f}x)" if low < goal else "")
+    return f"not reached (here {ratio:.2f}x)" + (f", though the spread reaches it ({high:.2f}x)" if high >= goal else "")

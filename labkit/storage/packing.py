@@ -33,7 +33,8 @@ from labkit.core.machine import ignore_interrupts, interrupts_deferred
 from labkit.core.errors import LabkitRuntimeError
 from labkit.core.string_table import PathLike, StringTable, printable
 from labkit.core.wording import count
-from labkit.decode.decoders import MAX_PIXELS, DecodeError, check_decodable, get_decoder
+from labkit.decode.decoders import MAX_PIXELS, DecodeError, check_decodable
+from labkit.decode.registry import get_decoder
 from labkit.storage.image_folder import FolderIndex, scan_image_folder
 from labkit.storage.pack_format import RECORD_DTYPE, PackWriter
 

@@ -155,12 +155,15 @@ def _image_shape(text: str) -> Tuple[int, ...]:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    from labkit.decode.registry import decoder_table
     from labkit.diagnose.doctor import LoaderPlan, diagnose, format_findings
 
     plan = LoaderPlan(num_workers=args.workers if args.workers is not None else 4, prefetch_factor=args.prefetch,
                       batch_size=args.batch, image=args.image, bytes_per_value=4 if args.float32 else 1,
-                      ranks_per_node=args.ranks_per_node, pin_memory=args.pin_memory)
+                      ranks_per_node=args.ranks_per_node, pin_memory=args.pin_memory,
+                      decode_threads=args.decode_threads)
     print(format_findings(plan, diagnose(plan)))
+    print("\ndecoders (labkit.decode.registry):\n  " + decoder_table().replace("\n", "\n  "))
     return 0
 
 
@@ -250,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--float32", action="store_true", help="samples cross processes as float32, not uint8")
     p.add_argument("--ranks-per-node", type=int, default=1, help="training processes (GPUs) per node")
     p.add_argument("--pin-memory", action="store_true")
+    p.add_argument("--decode-threads", type=int, default=None,
+                   help="threads decoding a batch in each worker (default: the cores shared among the workers)")
     p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("ddp-demo", help="train a few DDP steps under torchrun and prove the ranks' data is disjoint")

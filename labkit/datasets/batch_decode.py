@@ -1,0 +1,93 @@
+"""The batch as the unit of work: a whole batch decoded by a few threads straight into one uint8 tensor.
+
+torch's DataLoader hands a dataset that has ``__getitems__`` the whole batch of indices at once. labkit's
+image datasets use that: every sample of the batch is read, decoded (or cropped) and written into its row
+of one preallocated ``B×3×H×W`` uint8 tensor — in shared memory inside a worker, so it crosses to the main
+process without a copy — by a small pool of threads of the process doing the fetch. The decoders release
+the GIL (`labkit.decode.registry`), so the threads decode in parallel; `labkit.collate.collate_fns.stack_uint8`
+sees rows of one tensor and passes it on without stacking a copy.
+
+Threads x processes stay within the usable CPUs (`labkit.core.environment.decode_thread_budget`): with two
+workers on two cores each worker decodes on its own thread; with no workers (or a `ThreadLoader`) the main
+process gets every core. A sample that fails is fetched again on its own through the dataset's per-sample
+path, so it is named in a `SampleError`, or substituted and recorded under ``on_error="skip"``, exactly as
+without the batch path.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, List, Optional, Sequence, Tuple
+
+import numpy as np
+import torch
+from torch.utils.data import get_worker_info
+
+from labkit.core.environment import decode_thread_budget
+from labkit.core.epoch_index import epoch_of
+from labkit.core.errors import LabkitValueError
+from labkit.core.host_buffers import batch_buffer
+
+Sample = Tuple[Any, int]
+
+
+def threads_here(asked: Optional[int]) -> int:
+    """The decoding threads this process uses: ``asked``, or the share of the cores a DataLoader worker
+    (or the main process) is due."""
+    if asked is not None:
+        if asked < 1:
+            raise LabkitValueError(f"decode_threads={asked}: at least 1 (one thread decodes the batch in turn)")
+        return asked
+    info = get_worker_info()
+    return decode_thread_budget(info.num_workers if info is not None else 0)
+
+
+class BatchDecoder:
+    """A per-process thread pool that fills a batch tensor row by row; pickled (to a worker) without its threads."""
+
+    def __init__(self, threads: Optional[int] = None) -> None:
+        self.threads = threads
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._owner: Tuple[int, int] = (0, 0)
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {"threads": self.threads}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["threads"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"BatchDecoder(threads={self.threads if self.threads is not None else 'auto'})"
+
+    def _map(self, work: Callable[[int], None], rows: Sequence[int]) -> None:
+        threads = min(threads_here(self.threads), len(rows))
+        if threads <= 1:
+            for k in rows:
+                work(k)
+            return
+        with self._lock:  # a forked worker inherits the object but not the threads: a pool of its own
+            if self._pool is None or self._owner != (os.getpid(), threads):
+                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="labkit-decode")
+                self._owner = (os.getpid(), threads)
+            pool = self._pool
+        for future in [pool.submit(work, k) for k in rows]:
+            future.result()
+
+    def fill(self, indices: Sequence[int], checked: Sequence[int], order: np.ndarray, image_shape: Tuple[int, ...],
+             load: Callable[[int, int], torch.Tensor], default_epoch: int, failures: Tuple[type, ...]
+             ) -> Tuple[torch.Tensor, List[int]]:
+        """One uint8 tensor of ``len(indices)`` rows of ``image_shape``, row ``k`` = ``load(checked[k], epoch)``,
+        loaded in ``order``; and the rows whose load raised one of ``failures`` (left unwritten)."""
+        batch = batch_buffer((len(checked), *image_shape))
+        failed: List[int] = []
+
+        def work(k: int) -> None:
+            try:
+                batch[k].copy_(load(checked[k], epoch_of(indices[k], default_epoch)))
+            except failures:
+                failed.append(k)
+        self._map(work, [int(k) for k in order])
+        return batch, sorted(failed)

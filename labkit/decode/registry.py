@@ -1,0 +1,124 @@
+"""Every decoder the kit knows, one record each: the single place the rest of the kit reads them from.
+
+A record says what a decoder is called, how it decodes a whole image and a random-resized crop, which
+formats its own library reads (any other file goes through Pillow), whether it decodes a JPEG at a DCT
+scale or only the crop's detail, whether threads can decode in parallel with it, and how its work splits
+into stages for `labkit.diagnose.stage_timing`. The dataset's crop note, the stage timer, the bottleneck
+explainer, the autotuner, the ablation, ``labkit doctor`` and the loader panel all read these records.
+
+Whether a decoder releases the GIL was measured, not assumed: 64 of the kit's 800×600 photos decoded
+whole by two threads against one, on a 2-core VM, gave speed-ups of 1.93 (simplejpeg), 1.83 (pil), 1.82
+(torchcodec), 1.78 (pil-reduced) and 1.58 (torchvision): all release it while they decode.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, List, Tuple
+
+import torch
+
+from labkit.core.errors import LabkitError, LabkitValueError
+from labkit.decode import decoder_stages
+from labkit.decode.decoders import (MAX_PIXELS, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, Decoder, Size, torchvision_io,
+                                    decode_pil, decode_pil_reduced, decode_torchcodec, decode_torchvision)
+from labkit.decode.pil_crop import CropDecoder, Draw, crop_after_decode, crop_pil_reduced
+
+PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
+#: The order in which the kit prefers decoders for speed (measured in benchmarks/train_pipeline.py).
+PREFERRED = ("simplejpeg", "pil-reduced")
+
+
+@dataclass(frozen=True)
+class DecoderInfo:
+    """One decoder, as the rest of the kit sees it."""
+
+    name: str
+    decode: Decoder  #: (bytes, size, max_pixels) -> uint8 (3, H, W), RGB, EXIF applied
+    crop: CropDecoder  #: (bytes, draw, output (h, w), max_pixels) -> uint8 (3, h, w): a random-resized crop
+    library: str  #: what does the decoding, for tables
+    formats: FrozenSet[str]  #: read by its own library; any other file goes through Pillow
+    scales_in_decode: bool  #: decodes a JPEG at 1/2, 1/4 or 1/8 when the output needs no more
+    crops_in_decode: bool  #: a crop box is decoded at only the detail it needs
+    releases_gil: bool  #: threads in one process decode in parallel
+    stages: decoder_stages.StageChain  #: output (h, w) -> its work as timed stages
+    install: str = ""  #: what to install where the library is missing ("" for Pillow and torchvision)
+    optional: bool = False  #: from an optional extra of labkit (else every install of labkit has it)
+
+
+def _optional(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def _known() -> List[Tuple[DecoderInfo, bool]]:
+    """Every decoder the kit knows, with whether its library imports here."""
+    from labkit.decode.simplejpeg_decoder import crop_simplejpeg, decode_simplejpeg
+
+    return [
+        (DecoderInfo("pil", decode_pil, crop_after_decode(decode_pil), "Pillow", PILLOW_FORMATS, False, False, True,
+                     decoder_stages.pil_stages), True),
+        (DecoderInfo("pil-reduced", decode_pil_reduced, crop_pil_reduced, "Pillow (Image.draft) + torch resize",
+                     PILLOW_FORMATS, True, True, True, decoder_stages.pil_reduced_stages), True),
+        (DecoderInfo("torchvision", decode_torchvision, crop_after_decode(decode_torchvision), "torchvision.io",
+                     frozenset(TORCHVISION_FORMATS), False, False, True, decoder_stages.torchvision_stages), True),
+        (DecoderInfo("torchcodec", decode_torchcodec, crop_after_decode(decode_torchcodec), "torchcodec",
+                     frozenset(TORCHCODEC_FORMATS), False, False, True, decoder_stages.torchcodec_stages,
+                     "pip install 'labkit[torchcodec]'", optional=True), _optional("torchcodec")),
+        (DecoderInfo("simplejpeg", decode_simplejpeg, crop_simplejpeg, "simplejpeg (libjpeg-turbo 3) + torch resize",
+                     frozenset({"JPEG"}), True, True, True, decoder_stages.simplejpeg_stages,
+                     "pip install simplejpeg"), _optional("simplejpeg")),
+    ]
+
+
+_KNOWN = _known()
+#: The decoders installed here, by name, in the order tables show them.
+DECODERS: Dict[str, DecoderInfo] = {info.name: info for info, installed in _KNOWN if installed}
+#: The decoders the kit knows whose library is not installed here: name -> what to install.
+MISSING: Dict[str, str] = {info.name: info.install for info, installed in _KNOWN if not installed}
+
+
+def decoder_info(name: str) -> DecoderInfo:
+    """The record of the decoder called ``name``; a clear error lists the valid names, or says what to install."""
+    try:
+        return DECODERS[name]
+    except KeyError:
+        if name in MISSING:
+            raise LabkitError(f"the {name} decoder is not installed here: {MISSING[name]} (or choose one of "
+                              f"{', '.join(DECODERS)})") from None
+        raise LabkitValueError(f"unknown decoder {name!r}; choose one of {', '.join(DECODERS)}") from None
+
+
+def get_decoder(name: str) -> Decoder:
+    """The decode function of the decoder called ``name``: (bytes, size, max_pixels) -> uint8 (3, H, W)."""
+    info = decoder_info(name)
+    if info.name == "torchvision":
+        torchvision_io()  # imported here, so a forked worker inherits it instead of paying on its first image
+    return info.decode
+
+
+def decode(data: bytes, size: Size = 256, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    """Decode ``data`` with the decoder named ``decoder`` to a uint8 tensor of shape (3, H, W)."""
+    return get_decoder(decoder)(data, size, max_pixels)
+
+
+def crops_in_decode(decoder: str) -> bool:
+    """Whether ``decoder`` decodes only the detail a crop box needs (else: a full decode, then the same box)."""
+    return decoder_info(decoder).crops_in_decode
+
+
+def preferred_decoder() -> str:
+    """The fastest decoder installed here (`PREFERRED`)."""
+    return next(name for name in PREFERRED if name in DECODERS)
+
+
+def decoder_table() -> str:
+    """What is installed, one line per decoder, and what the missing ones need: for ``labkit doctor`` and the panel."""
+    lines = []
+    for info in DECODERS.values():
+        does = [w for w, yes in (("DCT-scaled", info.scales_in_decode), ("crops in the decode", info.crops_in_decode),
+                                 ("threads in parallel", info.releases_gil)) if yes]
+        lines.append(f"{info.name:<12} {info.library}; {', '.join(does) or 'full decode'}")
+    lines += [f"{name:<12} not installed: {install}" for name, install in MISSING.items()]
+    return "\n".join(lines)
+

@@ -1,0 +1,113 @@
+"""Batches decoded by threads into one tensor: the same samples as one at a time, in any thread count, with
+seeded crops, a broken image named (or skipped alone), and threads x processes within the cores."""
+
+import pickle
+
+import pytest
+import torch
+from conftest import OUT
+from torch.utils.data import DataLoader
+
+from labkit.collate.collate_fns import stack_uint8
+from labkit.core import environment
+from labkit.core.epoch_index import EpochIndex
+from labkit.core.errors import LabkitError
+from labkit.datasets import batch_decode
+from labkit.datasets.batch_decode import BatchDecoder, threads_here
+from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
+from labkit.decode.random_crop import RandomResizedCrop
+
+CROP = RandomResizedCrop(24, seed=3)
+INDICES = [9, 0, 23, 4, 4, 17, 1, 15]
+
+
+def _datasets(photos, encoded_pack, decoded_pack, threads):
+    return {
+        "folder simplejpeg": ImageFolderDataset(photos, "simplejpeg", OUT, decode_threads=threads),
+        "pack pil-reduced": PackedDataset(encoded_pack, "pil-reduced", OUT, decode_threads=threads),
+        "pack crops": PackedDataset(encoded_pack, "simplejpeg", crop=CROP, decode_threads=threads),
+        "decoded pack crops": DecodedArrayDataset(decoded_pack, crop=CROP, decode_threads=threads),
+    }
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+@pytest.mark.parametrize("kind", ["folder simplejpeg", "pack pil-reduced", "pack crops", "decoded pack crops"])
+def test_a_batch_is_the_samples_one_at_a_time_as_rows_of_one_tensor(kind, threads, photos, encoded_pack,
+                                                                     decoded_pack):
+    ds = _datasets(photos, encoded_pack, decoded_pack, threads)[kind]
+    batch = ds.__getitems__(INDICES)
+    first = batch[0][0]
+    for k, ((image, label), index) in enumerate(zip(batch, INDICES)):
+        one, one_label = ds[index]
+        assert torch.equal(image, one) and label == one_label == int(ds.labels[index])
+        assert image.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()  # one block
+    images, labels = stack_uint8(batch)
+    assert images.data_ptr() == first.data_ptr() and images.shape == (len(INDICES), *first.shape)  # no copy
+    assert labels.tolist() == [int(ds.labels[i]) for i in INDICES]
+
+
+def test_crops_come_from_each_indexs_own_epoch_in_a_batch(encoded_pack):
+    ds = PackedDataset(encoded_pack, "simplejpeg", crop=CROP, decode_threads=2)
+    batch = ds.__getitems__([EpochIndex(5, 0), EpochIndex(5, 1), EpochIndex(6, 1)])
+    expected = [CROP.decode(ds.read_raw(i), i, e, "simplejpeg") for i, e in ((5, 0), (5, 1), (6, 1))]
+    assert all(torch.equal(img, want) for (img, _), want in zip(batch, expected))
+    assert not torch.equal(expected[0], expected[1])
+
+
+def test_a_transform_or_mixed_sizes_go_sample_by_sample(photos):
+    flipped = ImageFolderDataset(photos, "pil", OUT, transform=lambda img: img.flip(-1))
+    batch = flipped.__getitems__([0, 1])
+    assert batch[0][0].untyped_storage().data_ptr() != batch[1][0].untyped_storage().data_ptr()
+    native = ImageFolderDataset(photos, "pil", None)
+    assert [img.shape for img, _ in native.__getitems__([0, 1])] == [native[0][0].shape, native[1][0].shape]
+
+
+def test_a_broken_image_in_a_batch_is_named(corrupt_photos):
+    ds = ImageFolderDataset(corrupt_photos, "simplejpeg", OUT, decode_threads=2)
+    broken = next(i for i in range(len(ds)) if _fails(ds, i))
+    with pytest.raises(SampleError, match=rf"sample {broken} \(.*\): ") as error:
+        ds.__getitems__([j for j in range(len(ds)) if j != broken][:3] + [broken])
+    assert error.value.index == broken
+
+
+def test_skip_replaces_only_the_broken_image_of_a_batch(corrupt_photos):
+    ds = ImageFolderDataset(corrupt_photos, "simplejpeg", OUT, on_error="skip", decode_threads=2)
+    broken = [i for i in range(len(ds)) if _fails(ImageFolderDataset(corrupt_photos, "simplejpeg", OUT), i)]
+    good = [i for i in range(len(ds)) if i not in broken][:3]
+    batch = ds.__getitems__(good + broken[:1])
+    for (image, label), index in zip(batch[:3], good):
+        assert torch.equal(image, ds[index][0]) and label == int(ds.labels[index])
+    substitute, label = batch[3]
+    assert substitute.shape == (3, OUT, OUT) and [r.index for r in ds.skipped if r.substitutions] == broken[:1]
+
+
+def _fails(ds, index) -> bool:
+    try:
+        ds[index]
+    except SampleError:
+        return True
+    return False
+
+
+def test_threads_times_processes_stay_within_the_cores(monkeypatch):
+    monkeypatch.setattr(environment, "usable_cpus", lambda: 8)
+    assert [environment.decode_thread_budget(p) for p in (0, 1, 2, 3, 8, 16)] == [8, 8, 4, 2, 1, 1]
+    assert threads_here(None) == 8  # the main process: every core
+    monkeypatch.setattr(batch_decode, "get_worker_info", lambda: type("Info", (), {"num_workers": 3}))
+    assert threads_here(None) == 2 and threads_here(5) == 5
+    with pytest.raises(LabkitError, match="decode_threads=0: at least 1"):
+        threads_here(0)
+
+
+def test_a_worker_decodes_on_a_pool_of_its_own(encoded_pack):
+    ds = PackedDataset(encoded_pack, "simplejpeg", OUT, decode_threads=2)
+    ds.__getitems__([0, 1, 2])
+    copy = pickle.loads(pickle.dumps(ds))  # what a spawned worker gets: the setting, no threads
+    assert copy.decode_threads == 2 and copy._batches._pool is None
+    loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=stack_uint8)
+    images = torch.cat([b for b, _ in loader])
+    assert torch.equal(images, torch.stack([ds[i][0] for i in range(len(ds))]))
+
+
+def test_a_batch_decoder_says_its_setting():
+    assert repr(BatchDecoder()) == "BatchDecoder(threads=auto)" and repr(BatchDecoder(3)) == "BatchDecoder(threads=3)"

@@ -1,0 +1,48 @@
+"""The decoder records: one per decoder, read by the rest of the kit; what is missing is named with its install."""
+
+import pytest
+
+from labkit.core.errors import LabkitError
+from labkit.decode import registry
+from labkit.decode.registry import DECODERS, decoder_info, decoder_table, preferred_decoder, get_decoder
+
+
+def test_each_record_is_filed_under_its_name_and_simplejpeg_is_one():
+    assert all(name == info.name for name, info in DECODERS.items())
+    assert {"pil", "pil-reduced", "torchvision", "simplejpeg"} <= set(DECODERS)
+    assert get_decoder("simplejpeg") is DECODERS["simplejpeg"].decode
+
+
+def test_the_preferred_decoder_is_the_first_installed_of_the_preference(monkeypatch):
+    assert preferred_decoder() == "simplejpeg"
+    monkeypatch.setattr(registry, "DECODERS", {k: v for k, v in DECODERS.items() if k != "simplejpeg"})
+    assert preferred_decoder() == "pil-reduced"
+
+
+def test_the_records_say_which_decoders_crop_and_scale_in_the_decode():
+    assert [n for n, i in DECODERS.items() if i.crops_in_decode] == ["pil-reduced", "simplejpeg"]
+    assert all(i.scales_in_decode == i.crops_in_decode for i in DECODERS.values())
+    assert DECODERS["simplejpeg"].formats == {"JPEG"}
+
+
+def test_a_decoder_not_installed_names_what_to_install(monkeypatch):
+    monkeypatch.setattr(registry, "DECODERS", {k: v for k, v in DECODERS.items() if k != "simplejpeg"})
+    monkeypatch.setattr(registry, "MISSING", {"simplejpeg": "pip install simplejpeg"})
+    with pytest.raises(LabkitError, match="the simplejpeg decoder is not installed here: pip install simplejpeg"):
+        decoder_info("simplejpeg")
+    assert "simplejpeg   not installed: pip install simplejpeg" in decoder_table()
+
+
+def test_an_unknown_name_lists_the_known_ones():
+    with pytest.raises(LabkitError, match="unknown decoder 'fast'; choose one of pil, pil-reduced"):
+        decoder_info("fast")
+
+
+def test_the_table_has_a_line_per_installed_decoder():
+    lines = decoder_table().splitlines()
+    assert [line.split()[0] for line in lines[:len(DECODERS)]] == list(DECODERS)
+    assert "simplejpeg (libjpeg-turbo 3) + torch resize; DCT-scaled, crops in the decode" in decoder_table()
+
+
+def test_only_torchcodec_comes_from_an_optional_extra():
+    assert [n for n, i in DECODERS.items() if i.optional] == [n for n in ["torchcodec"] if n in DECODERS]
