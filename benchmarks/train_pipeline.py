@@ -7,13 +7,14 @@ photo-like 800x600 JPEGs; ``--small`` adds a 160x120 set, where every crop is an
   pipeline every tutorial shows;
 * ``torchvision decode_jpeg``: the plain torch pipeline written with care: ``torchvision.io.decode_jpeg`` on
   the file's bytes, then ``v2.RandomResizedCrop(224)`` + flip on the uint8 tensor, in a DataLoader;
-* ``labkit folder`` / ``labkit pack``: `labkit.decode.random_crop.RandomResizedCrop` inside the fastest
-  decoder's DCT-scaled decode (`labkit.decode.registry.preferred_decoder`: simplejpeg), each batch decoded
+* ``labkit folder`` / ``labkit pack``: `labkit.decode.random_crop.RandomResizedCrop` inside the simplejpeg
+  decoder's DCT-scaled decode (the fastest every install has), each batch decoded
   into one tensor by the batch engine (`labkit.datasets.batch_decode`), from the folder and from its pack, in
   a DataLoader; ``labkit pack slots`` the same in `labkit.workers.shared_slots.SlotLoader` (workers write into
   reused shared memory); ``labkit pack threads`` the same with no worker processes at all
   (`labkit.workers.thread_loader.ThreadLoader`: every core's thread decodes in the main process);
   ``labkit pack pil-reduced`` the previous engine (Pillow's DCT-scaled decode, one sample at a time);
+  ``labkit pack turbojpeg`` the TurboJPEG 3 region decode, where a libturbojpeg 3 loads (``LABKIT_TURBOJPEG``);
 * ``workers crop 256->224`` against ``device crop 256->224``: images decoded to 256x256 in the workers, then
   each sample cropped in the workers (per sample) or by `labkit.device.batch_augment.BatchRandomResizedCrop`
   on the batch in the main process (here the "device" is the CPU; on a GPU the same code runs there), both
@@ -52,7 +53,7 @@ from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, P
 from labkit.decode.crop_box import crop_resize_flip, dct_scale
 from labkit.decode.pil_crop import displayed_hw
 from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.registry import DECODERS, preferred_decoder
+from labkit.decode.registry import DECODERS
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
 from labkit.measure.loader_timing import describe_machine, machine_info
@@ -71,6 +72,9 @@ BATCH = 64
 SMALL = PhotoSpec(n=512, width=160, height=120, seed=3)
 PEERS = ("ffcv", "nvidia-dali", "litdata", "webdataset", "mosaicml-streaming")
 OVERHEAD_GOAL_MS = 0.3
+#: The decoder of labkit's contenders: the fastest that every install has and CI tests (the region decoder,
+#: where a libturbojpeg 3 loads, is measured in its own row).
+ENGINE = "simplejpeg"
 LABKIT = ("labkit folder", "labkit pack", "labkit pack slots", "labkit pack threads")
 
 
@@ -264,7 +268,7 @@ def peer_status() -> Dict[str, str]:
 def contenders(folder: str, pack: str, decoded: str, workers: int,
                stores: Dict[str, Any]) -> Dict[str, Callable[[], Any]]:
     """Every contender's loader factory, by name."""
-    crop, fastest = RandomResizedCrop(OUT), preferred_decoder()
+    crop, fastest = RandomResizedCrop(OUT), ENGINE
     found: Dict[str, Callable[[], Any]] = {
         "torchvision": lambda: torchvision_loader(folder, workers),
         "torchvision decode_jpeg": lambda: decode_jpeg_loader(folder, workers),
@@ -273,6 +277,8 @@ def contenders(folder: str, pack: str, decoded: str, workers: int,
         "labkit pack slots": lambda: slot_loader(PackedDataset(pack, fastest, crop=crop), workers),
         "labkit pack threads": lambda: thread_loader(PackedDataset(pack, fastest, crop=crop), workers),
         "labkit pack pil-reduced": lambda: labkit_loader(PackedDataset(pack, "pil-reduced", crop=crop), workers),
+        **({"labkit pack turbojpeg": lambda: labkit_loader(PackedDataset(pack, "turbojpeg", crop=crop), workers)}
+           if "turbojpeg" in DECODERS else {}),
         **({"labkit pack torchcodec": lambda: labkit_loader(PackedDataset(pack, "torchcodec", crop=crop), workers)}
            if "torchcodec" in DECODERS else {}),
         "workers crop 256->224": lambda: normalised(DataLoader(CropInWorkers(decoded), batch_size=BATCH,
@@ -334,7 +340,7 @@ def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs
         verdicts.insert(2, judge(f"labkit's fastest ({ours}) against the best peer ({best})", rates[best],
                                  rates[ours], min_effect=0.0, goal=1.0))
     floor = decode_floor(folder)
-    bare = floor["ms_per_image"][f"labkit crop-in-decode ({preferred_decoder()})"]
+    bare = floor["ms_per_image"][f"labkit crop-in-decode ({ENGINE})"]
     overhead = workers * 1000 / median[ours] - bare  # core-milliseconds a loaded image costs beyond its own decode
     return {"images_per_s": rates, "median_images_per_s": median, "floor": floor,
             "per_image_overhead_ms": overhead, "fastest": ours,

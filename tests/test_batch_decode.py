@@ -111,3 +111,27 @@ def test_a_worker_decodes_on_a_pool_of_its_own(encoded_pack):
 
 def test_a_batch_decoder_says_its_setting():
     assert repr(BatchDecoder()) == "BatchDecoder(threads=auto)" and repr(BatchDecoder(3)) == "BatchDecoder(threads=3)"
+
+
+def test_a_batch_is_decoded_into_the_tensor_it_is_given(encoded_pack):
+    ds = PackedDataset(encoded_pack, "simplejpeg", crop=CROP, decode_threads=2)
+    slot = torch.zeros(6, 3, 24, 24, dtype=torch.uint8)
+    batch = ds.__getitems__([3, 1, 4, 1], out=slot[:4])
+    assert all(img.data_ptr() == slot[k].data_ptr() for k, (img, _) in enumerate(batch))
+    assert all(torch.equal(slot[k], ds[i][0]) for k, i in enumerate([3, 1, 4, 1])) and not slot[4:].any()
+    with pytest.raises(LabkitError, match=r"this batch needs uint8 \(2, 3, 24, 24\)"):
+        ds.__getitems__([0, 1], out=slot[:3])
+
+
+def test_the_slot_loader_gets_batches_decoded_in_its_slots(encoded_pack, monkeypatch):
+    from labkit.workers.shared_slots import SlotLoader
+
+    ds = PackedDataset(encoded_pack, "simplejpeg", crop=CROP)
+    asked = []
+    real = PackedDataset.__getitems__
+    monkeypatch.setattr(PackedDataset, "__getitems__", lambda self, i, out=None: asked.append(out is not None)
+                        or real(self, i, out))
+    loader = SlotLoader(ds, batch_size=5, shuffle=False, num_workers=0, image_shape=(3, 24, 24))
+    images = torch.cat([b.clone() for b, _ in loader])
+    assert asked and all(asked)
+    assert torch.equal(images, torch.stack([ds[i][0] for i in range(len(ds))]))

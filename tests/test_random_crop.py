@@ -19,7 +19,7 @@ from labkit.decode.registry import DECODERS, crops_in_decode, decode
 DRAWS = 4000
 PIXEL_TOLERANCE_DB = 30  # the DCT-scaled decode against a full decode: the same bound as the pil-reduced decoder's
 # simplejpeg rounds a scaled box's edges to whole decoded pixels (at most half of one: see its module)
-CROP_TOLERANCE_DB = {"simplejpeg": 27}
+CROP_TOLERANCE_DB = {"simplejpeg": 27, "turbojpeg": 27}
 
 
 def _photo(width=800, height=600, index=0) -> bytes:

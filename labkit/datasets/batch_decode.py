@@ -77,11 +77,16 @@ class BatchDecoder:
             future.result()
 
     def fill(self, indices: Sequence[int], checked: Sequence[int], order: np.ndarray, image_shape: Tuple[int, ...],
-             load: Callable[[int, int], torch.Tensor], default_epoch: int, failures: Tuple[type, ...]
-             ) -> Tuple[torch.Tensor, List[int]]:
-        """One uint8 tensor of ``len(indices)`` rows of ``image_shape``, row ``k`` = ``load(checked[k], epoch)``,
-        loaded in ``order``; and the rows whose load raised one of ``failures`` (left unwritten)."""
-        batch = batch_buffer((len(checked), *image_shape))
+             load: Callable[[int, int], torch.Tensor], default_epoch: int, failures: Tuple[type, ...],
+             out: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, List[int]]:
+        """One uint8 tensor of ``len(indices)`` rows of ``image_shape`` (``out`` where given), row ``k`` =
+        ``load(checked[k], epoch)``, loaded in ``order``; and the rows whose load raised one of ``failures``
+        (left unwritten)."""
+        shape = (len(checked), *image_shape)
+        if out is not None and (tuple(out.shape) != shape or out.dtype != torch.uint8):
+            raise LabkitValueError(f"out is a {out.dtype} tensor of shape {tuple(out.shape)}; this batch needs uint8 "
+                                   f"{shape}")
+        batch = batch_buffer(shape) if out is None else out
         failed: List[int] = []
 
         def work(k: int) -> None:

@@ -212,12 +212,13 @@ class LabeledImageDataset(Dataset):
                 index_error = self._known_broken[index]
         raise SampleError(f"every one of the {n} samples failed to load; see .skipped", index)
 
-    def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
+    def __getitems__(self, indices: Sequence[int], out: Optional[torch.Tensor] = None) -> List[Sample]:
         """A batch of samples, read in storage order (better locality), returned in the order asked.
 
         Where every image has one shape and there is no ``transform``, the images are the rows of one uint8
-        tensor, decoded by `decode_threads` threads; a sample that fails is fetched again on its own, so
-        it is named (or substituted under ``on_error="skip"``) as by ``ds[i]``."""
+        tensor, decoded by `decode_threads` threads: ``out`` if given (a batch slot: `labkit.workers.shared_slots`),
+        else a new one; a sample that fails is fetched again on its own, so it is named (or substituted under
+        ``on_error="skip"``) as by ``ds[i]``."""
         checked = [self._check_index(i) for i in indices]
         order = np.argsort(self._storage_order(checked), kind="stable")
         if not (self.fills_batches and self.transform is None and self.size is not None and checked):
@@ -226,7 +227,7 @@ class LabeledImageDataset(Dataset):
                 out[k] = self[indices[k]]  # as it came: an EpochIndex keeps its epoch
             return out
         batch, failed = self._batches.fill(indices, checked, order, (3, *self.size), self._load, self.epoch,
-                                           _LOAD_ERRORS)
+                                           _LOAD_ERRORS, out)
         labels = [int(self.labels[i]) for i in checked]
         for k in failed:
             image, labels[k] = self[indices[k]]  # raises SampleError naming it, or gives its substitute
@@ -382,11 +383,11 @@ class DecodedArrayDataset(PackBackedDataset):
         box = self.crop.draw(*self.stored_hw, index, epoch)  # type: ignore[union-attr]
         return crop_resize_flip(torch.from_numpy(raw), box, self.size)
 
-    def __getitems__(self, indices: Sequence[int]) -> List[Sample]:
+    def __getitems__(self, indices: Sequence[int], out: Optional[torch.Tensor] = None) -> List[Sample]:
         if self.crop is not None:  # each sample its own box, cropped into its row of the batch
-            return super().__getitems__(indices)
+            return super().__getitems__(indices, out)
         checked = [self._check_index(i) for i in indices]
-        batch = batch_buffer((len(checked), *self.reader.decoded_shape))
+        batch = batch_buffer((len(checked), *self.reader.decoded_shape)) if out is None else out
         try:
             self.reader.read_decoded(checked, out=batch.numpy())
         except PackError:

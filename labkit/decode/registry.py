@@ -27,7 +27,7 @@ from labkit.decode.pil_crop import CropDecoder, Draw, crop_after_decode, crop_pi
 
 PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
 #: The order in which the kit prefers decoders for speed (measured in benchmarks/train_pipeline.py).
-PREFERRED = ("simplejpeg", "pil-reduced")
+PREFERRED = ("turbojpeg", "simplejpeg", "pil-reduced")
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ def _optional(module: str) -> bool:
 
 def _known() -> List[Tuple[DecoderInfo, bool]]:
     """Every decoder the kit knows, with whether its library imports here."""
+    from labkit.decode import turbojpeg_region
     from labkit.decode.simplejpeg_decoder import crop_simplejpeg, decode_simplejpeg
 
     return [
@@ -68,6 +69,9 @@ def _known() -> List[Tuple[DecoderInfo, bool]]:
         (DecoderInfo("simplejpeg", decode_simplejpeg, crop_simplejpeg, "simplejpeg (libjpeg-turbo 3) + torch resize",
                      frozenset({"JPEG"}), True, True, True, decoder_stages.simplejpeg_stages,
                      "pip install simplejpeg"), _optional("simplejpeg")),
+        (DecoderInfo("turbojpeg", decode_simplejpeg, turbojpeg_region.crop_turbojpeg,
+                     "TurboJPEG 3 region decode (crops); simplejpeg (whole images)", frozenset({"JPEG"}), True, True,
+                     True, decoder_stages.simplejpeg_stages, turbojpeg_region.INSTALL), turbojpeg_region.available()),
     ]
 
 

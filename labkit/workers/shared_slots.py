@@ -109,8 +109,12 @@ class SlotDataset(Dataset):
 
     def __getitems__(self, batch: SlotBatch) -> Filled:
         rows = self.pool.slots[batch.slot]
-        samples = (self.dataset.__getitems__(list(batch)) if hasattr(self.dataset, "__getitems__")
-                   else [self.dataset[i] for i in batch])
+        if getattr(self.dataset, "fills_batches", False) and getattr(self.dataset, "size", None) == tuple(rows.shape[-2:]):
+            samples = self.dataset.__getitems__(list(batch), out=rows[:len(batch)])  # decoded straight into the slot
+        elif hasattr(self.dataset, "__getitems__"):
+            samples = self.dataset.__getitems__(list(batch))
+        else:
+            samples = [self.dataset[i] for i in batch]
         labels = []
         for k, (index, (image, label)) in enumerate(zip(batch, samples)):
             if not isinstance(image, torch.Tensor):
@@ -120,7 +124,8 @@ class SlotDataset(Dataset):
                 raise LabkitValueError(f"sample {index} is a {image.dtype} image of shape {tuple(image.shape)}; the batch "
                                  f"slots hold uint8 images of shape {tuple(rows.shape[1:])}. Resize every image to "
                                  "one size (the decoders' size=) and keep them uint8")
-            rows[k].copy_(image)
+            if image.data_ptr() != rows[k].data_ptr():
+                rows[k].copy_(image)
             labels.append(int(label))
         return batch.slot, len(labels), labels
 
@@ -140,8 +145,7 @@ class SlotLoader:
     arguments go to the DataLoader (``worker_init_fn``, ...), except ``pin_memory``: there the main
     process itself copies each batch out of its slot into page-locked memory. A killed worker is
     reported as `LoaderWorkerError`; ``hang_timeout=`` seconds without a batch as `LoaderHangError`.
-    A dataset whose ``__getitems__`` already builds one batch tensor (`DecodedArrayDataset`) gains
-    little here: its batch is made, then copied into the slot.
+    labkit's image datasets decode each batch straight into its slot (their ``__getitems__`` takes ``out=``).
     """
 
     def __init__(self, dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Optional[Sampler] = None,
