@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Optional
 
 from labkit.core.errors import LabkitFileNotFoundError, LabkitOSError
 from labkit.core.string_table import PathLike
@@ -37,15 +38,23 @@ def require_folder(path: PathLike, what: str = "", holds: str = "an ImageFolder 
                                   "path for a typo")
 
 
-def _probe(folder: str, path: str, what: str) -> None:
-    """Make and remove a file in ``folder``: the one test that also catches read-only mounts and quotas."""
+def write_probe_error(folder: str) -> Optional[OSError]:
+    """None where a file can be made and removed in ``folder`` (the one test that also catches read-only mounts and
+    quotas), else the error that stopped it. Nothing is left behind."""
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".labkit-write-test-")
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise OutputPathError(f"{_named(path, what)}: cannot write in {folder} ({e.strerror or e}); choose a "
-                              "folder you can write") from None
+        return e
+    return None
+
+
+def _probe(folder: str, path: str, what: str) -> None:
+    error = write_probe_error(folder)
+    if error is not None:
+        raise OutputPathError(f"{_named(path, what)}: cannot write in {folder} ({error.strerror or error}); choose a "
+                              "folder you can write")
 
 
 def check_output_file(path: PathLike, what: str = "") -> str:

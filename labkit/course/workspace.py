@@ -17,13 +17,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import tempfile
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from labkit.core.environment import DATA_ENV, clone_root, quick_mode
 from labkit.core.errors import LabkitError, LabkitValueError
-from labkit.core.user_paths import check_output_folder, require_folder
+from labkit.core.user_paths import check_output_folder, require_folder, write_probe_error
 from labkit.course.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader, verify_pack
@@ -70,13 +69,14 @@ def _writable(folder: str, source: str, work: Optional[str]) -> None:
     """Raise `WorkspaceError` naming ``folder`` and the way to move it unless files can be made in it."""
     try:
         os.makedirs(folder, exist_ok=True)
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".labkit-write-test-")
-        os.close(fd)
-        os.unlink(probe)
     except OSError as e:
+        error: Optional[OSError] = e
+    else:
+        error = write_probe_error(folder)
+    if error is not None:
         how = "pass another --work DIR" if work else f"pass --work DIR or set {DATA_ENV} to a folder you can write"
-        raise WorkspaceError(f"cannot write the packs made from {source} in {folder} ({e.strerror or e}): "
-                             f"{how}") from None
+        raise WorkspaceError(f"cannot write the packs made from {source} in {folder} ({error.strerror or error}): "
+                             f"{how}")
 
 
 def _newest_mtime(root: str) -> float:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -29,9 +29,6 @@ from labkit.core.environment import decode_thread_budget
 from labkit.core.epoch_index import epoch_of
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import batch_buffer
-
-Sample = Tuple[Any, int]
-
 
 def threads_here(asked: Optional[int]) -> int:
     """The decoding threads this process uses: ``asked``, or the share of the cores a DataLoader worker

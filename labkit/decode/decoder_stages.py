@@ -22,7 +22,6 @@ import torch
 from PIL import Image
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.crop_box import reduction_for
 from labkit.decode.decoders import (EXIF_ORIENTATION, MAX_PIXELS, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, open_image,
                                     pil_to_tensor, resize_uint8, to_rgb)
 
@@ -76,18 +75,14 @@ def _decode_torchcodec(data: bytes) -> torch.Tensor:
 
 
 def _decode_simplejpeg(hw: Tuple[int, int]) -> Callable[[bytes], np.ndarray]:
-    from labkit.decode.jpeg_orientation import jpeg_orientation, rotates
-    from labkit.decode.simplejpeg_decoder import OWN_COLORSPACES, decode_scaled, displayed, is_jpeg, jpeg_header
+    from labkit.decode.simplejpeg_decoder import decode_displayed, own_jpeg
 
     def decode(data: bytes) -> np.ndarray:
-        header = jpeg_header(data) if is_jpeg(data) else None
-        if header is None or header[2] not in OWN_COLORSPACES:
+        header = own_jpeg(data, MAX_PIXELS)
+        if header is None:
             raise LabkitValueError("simplejpeg's stages are timed on JPEG files in RGB or grey: time that file with "
                                    "decoder='pil'")
-        height, width, _ = header
-        orientation = jpeg_orientation(data)
-        scale = reduction_for(height, width, (hw[1], hw[0]) if rotates(orientation) else hw)
-        return displayed(decode_scaled(data, height, width, scale), orientation)
+        return decode_displayed(data, *header, hw)
     return decode
 
 

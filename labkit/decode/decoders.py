@@ -108,12 +108,16 @@ def open_image(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
                                      "larger max_pixels and raise PIL.Image.MAX_IMAGE_PIXELS") from None
     except (OSError, SyntaxError, ValueError) as e:
         raise DecodeError(describe_failure(data, e, "not a readable image")) from None
-    w, h = img.size
-    if w * h > max_pixels:
-        raise DecompressionBombError(
-            f"header claims {w}x{h} = {w * h:,} pixels, over the limit of {max_pixels:,} "
-            "(a decompression bomb, or a genuinely huge image: then pass a larger max_pixels)")
+    refuse_oversized(*img.size, max_pixels)
     return img
+
+
+def refuse_oversized(width: int, height: int, max_pixels: int) -> None:
+    """Raise `DecompressionBombError` where a header claims more than ``max_pixels``: before any pixel is allocated."""
+    if width * height > max_pixels:
+        raise DecompressionBombError(
+            f"header claims {width}x{height} = {width * height:,} pixels, over the limit of {max_pixels:,} "
+            "(a decompression bomb, or a genuinely huge image: then pass a larger max_pixels)")
 
 
 def to_rgb(img: Image.Image) -> Image.Image:

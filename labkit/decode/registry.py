@@ -23,7 +23,7 @@ from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode import decoder_stages
 from labkit.decode.decoders import (MAX_PIXELS, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, Decoder, Size, torchvision_io,
                                     decode_pil, decode_pil_reduced, decode_torchcodec, decode_torchvision)
-from labkit.decode.pil_crop import CropDecoder, Draw, crop_after_decode, crop_pil_reduced
+from labkit.decode.pil_crop import CropDecoder, crop_after_decode, crop_pil_reduced
 
 PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
 #: The order in which the kit prefers decoders for speed (measured in benchmarks/train_pipeline.py).

@@ -18,14 +18,14 @@ orientation is read from the bytes (`labkit.decode.jpeg_orientation`) and applie
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from typing import Callable, Optional, Tuple
 
 import numpy as np
 import torch
 
 from labkit.decode.crop_box import CropBox, dct_scale, reduction_for
-from labkit.decode.decoders import (MAX_PIXELS, DecodeError, DecompressionBombError, Size, decode_pil_reduced,
-                                    describe_failure, resize_uint8, target_hw)
+from labkit.decode.decoders import (MAX_PIXELS, DecodeError, Size, decode_pil_reduced, describe_failure,
+                                    refuse_oversized, resize_uint8, target_hw)
 from labkit.decode.jpeg_orientation import jpeg_orientation, orient, rotates
 from labkit.decode.pil_crop import crop_pil_reduced
 
@@ -46,11 +46,25 @@ def jpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Tuple[int, int, st
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
     except ValueError as e:
         raise DecodeError(describe_failure(data, e, "cannot decode JPEG")) from None
-    if height * width > max_pixels:
-        raise DecompressionBombError(
-            f"header claims {width}x{height} = {width * height:,} pixels, over the limit of {max_pixels:,} "
-            "(a decompression bomb, or a genuinely huge image: then pass a larger max_pixels)")
+    refuse_oversized(width, height, max_pixels)
     return height, width, colorspace
+
+
+def own_jpeg(data: bytes, max_pixels: int = MAX_PIXELS) -> Optional[Tuple[int, int, int]]:
+    """(height, width as stored, EXIF orientation) of a JPEG simplejpeg reads itself; None for a file it hands to
+    Pillow (not a JPEG; CMYK or YCCK)."""
+    if not is_jpeg(data):
+        return None
+    height, width, colorspace = jpeg_header(data, max_pixels)
+    return (height, width, jpeg_orientation(data)) if colorspace in OWN_COLORSPACES else None
+
+
+def decode_displayed(data: bytes, height: int, width: int, orientation: int,
+                     hw: Optional[Tuple[int, int]]) -> np.ndarray:
+    """The H×W×3 pixels as shown, decoded at the smallest power-of-two scale still no smaller than ``hw``
+    (None: full size)."""
+    scale = 1 if hw is None else reduction_for(height, width, (hw[1], hw[0]) if rotates(orientation) else hw)
+    return displayed(decode_scaled(data, height, width, scale), orientation)
 
 
 def decode_scaled(data: bytes, height: int, width: int, scale: int) -> np.ndarray:
@@ -76,17 +90,11 @@ def chw(pixels: np.ndarray) -> torch.Tensor:
 def decode_simplejpeg(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """A JPEG decoded at the smallest power-of-two DCT scale that is still no smaller than ``size``, then
     torch's antialiased uint8 resize; other files through Pillow (``pil-reduced``)."""
-    if not is_jpeg(data):
+    header = own_jpeg(data, max_pixels)
+    if header is None:
         return decode_pil_reduced(data, size, max_pixels)
-    height, width, colorspace = jpeg_header(data, max_pixels)
-    if colorspace not in OWN_COLORSPACES:
-        return decode_pil_reduced(data, size, max_pixels)
-    orientation = jpeg_orientation(data)
     hw = target_hw(size)
-    scale = 1
-    if hw is not None:
-        scale = reduction_for(height, width, (hw[1], hw[0]) if rotates(orientation) else hw)
-    image = chw(displayed(decode_scaled(data, height, width, scale), orientation))
+    image = chw(decode_displayed(data, *header, hw))
     if hw is None or tuple(image.shape[-2:]) == hw:
         return image.contiguous()
     return resize_uint8(image, hw).contiguous()
@@ -96,12 +104,10 @@ def crop_simplejpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw:
                     max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """The box ``draw(height, width)`` gives for the displayed image, decoded at the smallest DCT scale that
     keeps it at least ``output_hw``, cut out (edges rounded to the scaled pixels), resized, flipped."""
-    if not is_jpeg(data):
+    header = own_jpeg(data, max_pixels)
+    if header is None:
         return crop_pil_reduced(data, draw, output_hw, max_pixels)
-    height, width, colorspace = jpeg_header(data, max_pixels)
-    if colorspace not in OWN_COLORSPACES:
-        return crop_pil_reduced(data, draw, output_hw, max_pixels)
-    orientation = jpeg_orientation(data)
+    height, width, orientation = header
     box = draw(*((width, height) if rotates(orientation) else (height, width)))
     pixels = displayed(decode_scaled(data, height, width, dct_scale(box, output_hw)), orientation)
     return crop_region(pixels, box, output_hw)

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from labkit.decode.crop_box import CropBox, dct_scale
-from labkit.decode.decoders import MAX_PIXELS, DecodeError, DecompressionBombError, describe_failure
+from labkit.decode.decoders import MAX_PIXELS, DecodeError, describe_failure, refuse_oversized
 from labkit.decode.jpeg_orientation import jpeg_orientation
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, is_jpeg
 
@@ -117,10 +117,7 @@ def crop_turbojpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: 
     subsampling, colorspace = lib.tj3Get(handle, _TJPARAM_SUBSAMP), lib.tj3Get(handle, _TJPARAM_COLORSPACE)  # type: ignore
     if colorspace not in _TJCS_OWN or not 0 <= subsampling < len(_MCU_WIDTH):
         return crop_simplejpeg(data, draw, output_hw, max_pixels)
-    if width * height > max_pixels:
-        raise DecompressionBombError(
-            f"header claims {width}x{height} = {width * height:,} pixels, over the limit of {max_pixels:,} "
-            "(a decompression bomb, or a genuinely huge image: then pass a larger max_pixels)")
+    refuse_oversized(width, height, max_pixels)
     box = draw(height, width)
     scale = dct_scale(box, output_hw)
     scaled_hw = (-(-height // scale), -(-width // scale))

@@ -16,7 +16,7 @@ from typing import Any, List, Optional, Tuple
 from labkit.core.disk_space import is_disk_full
 from labkit.core.environment import quick_mode
 from labkit.core.errors import LabkitError
-from labkit.core.user_paths import check_output_file, check_output_folder
+from labkit.core.user_paths import check_output_file, check_output_folder, require_folder
 from labkit.core.wording import clipped
 
 
@@ -70,7 +70,6 @@ def _cmd_data(args: argparse.Namespace) -> int:
 
 
 def _cmd_pack(args: argparse.Namespace) -> int:
-    from labkit.core.user_paths import require_folder
     from labkit.storage.packing import pack_folder
 
     require_folder(args.src, "the source")
@@ -102,8 +101,6 @@ def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
 
 def _check_paths(args: argparse.Namespace) -> None:
     """Refuse, before any work, a ``--data`` that is not a folder and an output that cannot be written."""
-    from labkit.core.user_paths import require_folder
-
     if args.data is not None:
         require_folder(args.data, "--data")
     for flag in ("json", "plot"):

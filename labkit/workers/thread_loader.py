@@ -49,6 +49,7 @@ class ThreadLoader:
                                    "shuffle=False with it (as torch's DataLoader requires)")
         self.dataset = dataset
         self.threads = threads or decode_thread_budget(0)
+        dataset.decode_threads = self.threads
         order = sampler or (RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset))
         self.batch_sampler = BatchSampler(order, batch_size, drop_last)
         self.batch_size = batch_size
@@ -70,7 +71,6 @@ class ThreadLoader:
         return batch
 
     def __iter__(self) -> Iterator[Any]:
-        self.dataset.decode_threads = self.threads
         ready: "queue.Queue[Any]" = queue.Queue(maxsize=self.prefetch)
         stop = threading.Event()
 
