@@ -34,7 +34,7 @@ from labkit.core.atomic import write_json
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.course.ablation import VERSIONS, Settings, measure_version
 from labkit.course.workspace import OUTPUT_SIZE, prepare
-from labkit.decode.registry import DECODERS, decode
+from labkit.decode.registry import DECODERS, decode_image
 from labkit.measure.loader_timing import describe_machine, machine_info, spread_indices
 from labkit.measure.result_files import result_path
 from labkit.storage.pack_format import PackReader
@@ -51,12 +51,12 @@ def single_core_rates(pack: str, samples: int, repeats: int = 3, decoders: Seque
     indices = spread_indices(len(reader), samples)
     rates, best = {}, {}
     for name in decoders:
-        decode(reader.read(0), OUTPUT_SIZE, name)
+        decode_image(reader.read(0), OUTPUT_SIZE, name)
         times = []
         for _ in range(repeats):
             t0 = time.perf_counter()
             for i in indices:
-                decode(reader.read(i), OUTPUT_SIZE, name)
+                decode_image(reader.read(i), OUTPUT_SIZE, name)
             times.append(time.perf_counter() - t0)
         rates[name], best[name] = len(indices) / median(times), len(indices) / min(times)
     return {"median": rates, "best": best}
@@ -111,11 +111,11 @@ def worker_stack_ms(batch_size: int, repeats: int = 10) -> dict:
 def _decode_all(pack: str, decoder: str, indices: Sequence[int], barrier: Any, results: Any) -> None:
     torch.set_num_threads(1)
     reader = PackReader(pack)
-    decode(reader.read(indices[0]), OUTPUT_SIZE, decoder)  # imports and first-call costs before the clock
+    decode_image(reader.read(indices[0]), OUTPUT_SIZE, decoder)  # imports and first-call costs before the clock
     barrier.wait()
     t0 = time.perf_counter()
     for i in indices:
-        decode(reader.read(i), OUTPUT_SIZE, decoder)
+        decode_image(reader.read(i), OUTPUT_SIZE, decoder)
     results.put(time.perf_counter() - t0)
 
 

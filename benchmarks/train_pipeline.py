@@ -249,7 +249,7 @@ def normalised(loader: DataLoader) -> Any:
 def device_cropped(loader: DataLoader) -> Any:
     augment = BatchRandomResizedCrop(OUT)
     for step, (images, labels) in enumerate(loader):
-        yield augment(images, keys=range(step * BATCH, step * BATCH + len(images))), labels
+        yield augment(images, start=step * BATCH, epoch=0), labels
 
 
 def peer_status() -> Dict[str, str]:

@@ -19,23 +19,30 @@ Every error the kit raises derives from `LabkitError`.
 
 from labkit.core.lazy import lazy_exports
 
+__version__ = "0.2.0"
+
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "LabkitError": "labkit.core.errors",
     # decode
-    "decode": "labkit.decode.registry",
+    "decode_image": "labkit.decode.registry",
     "get_decoder": "labkit.decode.registry",
     "DECODERS": "labkit.decode.registry",
     "DecodeError": "labkit.decode.decoders",
     "RandomResizedCrop": "labkit.decode.random_crop",
+    "CenterCrop": "labkit.decode.center_crop",
     # storage
     "PackReader": "labkit.storage.pack_format",
     "PackWriter": "labkit.storage.pack_format",
     "PackError": "labkit.storage.pack_format",
     "verify_pack": "labkit.storage.pack_format",
     "pack_folder": "labkit.storage.packing",
+    "pack_samples": "labkit.storage.sample_writer",
     "scan_image_folder": "labkit.storage.image_folder",
     # datasets
     "ImageFolderDataset": "labkit.datasets.map_style",
+    "ImageFilesDataset": "labkit.datasets.map_style",
+    "RecordDataset": "labkit.datasets.engines",
+    "decode_stream": "labkit.datasets.engines",
     "PackedDataset": "labkit.datasets.map_style",
     "DecodedArrayDataset": "labkit.datasets.map_style",
     "ShardedIterableDataset": "labkit.datasets.iterable",
@@ -46,6 +53,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassBalancedSampler": "labkit.samplers.resumable",
     "GroupedBatchSampler": "labkit.samplers.resumable",
     "RandomOffsetSequentialSampler": "labkit.samplers.resumable",
+    "RandomPermutationSampler": "labkit.samplers.resumable",
     "EpochTagged": "labkit.samplers.epoch_tagged",
     # collate
     "stack_uint8": "labkit.collate.collate_fns",
@@ -56,6 +64,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "CutMixCollate": "labkit.collate.collate_fns",
     # workers
     "make_loader": "labkit.workers.loader_factory",
+    "StatefulLoader": "labkit.workers.stateful_loader",
     "limit_worker_threads": "labkit.workers.thread_budget",
     "SlotLoader": "labkit.workers.shared_slots",
     "ThreadLoader": "labkit.workers.thread_loader",

@@ -15,7 +15,8 @@ from labkit.course.ablation import (TRAINING_VERSIONS, VERSIONS, NormalizeInWork
 from labkit.course.workspace import prepare
 from labkit.datasets.map_style import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
 from labkit.device.transfer import DevicePrefetcher
-from labkit.diagnose.autotuner import NO_DECODE, Budget, Config
+from labkit.decode.registry import NO_DECODE
+from labkit.diagnose.autotuner import Budget, Config
 from labkit.measure.process_memory import describe_tree_memory, tree_memory_measure
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.resumable import BlockShuffleSampler

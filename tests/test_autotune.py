@@ -1,6 +1,7 @@
 import pytest
 
-from labkit.diagnose.autotuner import NO_DECODE, Budget, Config, autotune, search
+from labkit.decode.registry import NO_DECODE
+from labkit.diagnose.autotuner import Budget, Config, autotune, search
 from labkit.measure.process_memory import tree_memory_measure
 
 MB = 2**20

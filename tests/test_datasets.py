@@ -9,13 +9,13 @@ from conftest import OUT, SMALL
 from torch.utils.data import DataLoader, Dataset, SequentialSampler, default_collate
 
 from labkit.core.epoch_index import EpochIndex
-from labkit.core.errors import LabkitError
+from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
 from labkit.core.string_table import StringTable
 from labkit.course.synthetic_data import PhotoSpec, make_photos, read_manifest
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
 from labkit.decode.crop_box import crop_resize_flip
 from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.registry import decode
+from labkit.decode.registry import decode_image
 from labkit.measure.process_memory import private_bytes
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.resumable import BlockShuffleSampler
@@ -251,7 +251,7 @@ def test_encoded_pack_dataset_hands_out_the_file_bytes(photos, encoded_pack):
     assert bytes(blob.numpy()) == open(os.path.join(photos, ds.reader.paths[3]), "rb").read()
     blobs, labels = list_collate(ds.__getitems__([0, 1, 2]))
     assert len(blobs) == 3 and labels.tolist() == ds.labels[:3].tolist()
-    assert torch.equal(decode(bytes(blob.numpy()), OUT, "pil"), PackedDataset(encoded_pack, "pil", OUT)[3][0])
+    assert torch.equal(decode_image(bytes(blob.numpy()), OUT, "pil"), PackedDataset(encoded_pack, "pil", OUT)[3][0])
 
 
 def test_a_failed_read_that_may_succeed_later_is_not_remembered_as_broken(photos, monkeypatch):
@@ -361,3 +361,32 @@ def test_a_torchvision_transform_passed_as_crop_is_refused_with_where_it_goes(ph
 
     with pytest.raises(LabkitError, match="transform="):
         ImageFolderDataset(photos, crop=v2.RandomResizedCrop(24))
+
+
+def test_a_list_of_files_with_names_or_indices_as_labels(photos):
+    from labkit.datasets.map_style import ImageFilesDataset
+
+    folder = ImageFolderDataset(photos, decoder="pil", size=OUT)
+    files = [folder.sample_path(k) for k in range(len(folder))]
+    names = [folder.classes[y] for y in folder.labels]
+    by_name = ImageFilesDataset(files, names, decoder="pil", size=OUT)
+    by_index = ImageFilesDataset(files, folder.labels.tolist(), classes=folder.classes, decoder="pil", size=OUT)
+    for dataset in (by_name, by_index):
+        assert dataset.classes == folder.classes and dataset.labels.tolist() == folder.labels.tolist()
+        assert torch.equal(dataset[4][0], folder[4][0])
+    relative = ImageFilesDataset([os.path.relpath(f, photos) for f in files], names, root=photos, size=OUT)
+    assert relative.sample_path(0) == files[0] and len(relative) == len(files)
+    assert ImageFilesDataset(files[:3], [0, 2, 2]).classes == ["0", "1", "2"]
+
+
+def test_a_file_list_s_mistakes_are_named(photos):
+    from labkit.datasets.map_style import ImageFilesDataset
+
+    with pytest.raises(LabkitValueError, match="3 files but 2 labels"):
+        ImageFilesDataset(["a", "b", "c"], [0, 1])
+    with pytest.raises(LabkitTypeError, match="is one path: give a list of image files"):
+        ImageFilesDataset(photos, [0])
+    with pytest.raises(LabkitValueError, match="label 'cow' is not one of the classes"):
+        ImageFilesDataset(["a", "b"], ["cat", "cow"], classes=["cat", "dog"])
+    with pytest.raises(LabkitValueError, match="sample 1 has label 5, outside the 2 classes"):
+        ImageFilesDataset(["a", "b"], [0, 5], classes=["cat", "dog"])

@@ -12,10 +12,11 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode.decoders import (DecodeError, DecompressionBombError, check_decodable, psnr, resize_uint8,
                                     target_hw)
-from labkit.decode.registry import DECODERS, decode, get_decoder
+from labkit.decode.registry import DECODERS, decode_image, get_decoder
 
 ALL = list(DECODERS)
 
@@ -34,17 +35,17 @@ def _encode(img: Image.Image, fmt: str, **kw) -> bytes:
 @pytest.mark.parametrize("decoder", ALL)
 def test_uint8_chw_at_the_asked_size(decoder):
     data = _photo()
-    assert decode(data, 64, decoder).shape == (3, 64, 64)
-    out = decode(data, (48, 80), decoder)
+    assert decode_image(data, 64, decoder).shape == (3, 64, 64)
+    out = decode_image(data, (48, 80), decoder)
     assert out.shape == (3, 48, 80) and out.dtype == torch.uint8 and out.is_contiguous()
-    assert decode(data, None, decoder).shape == (3, 300, 400)
+    assert decode_image(data, None, decoder).shape == (3, 300, 400)
 
 
 @pytest.mark.parametrize("decoder", ["pil-reduced", "torchvision"])
 def test_faster_decoders_stay_close_to_pil(decoder):
     for index in range(3):
         data = _photo(800, 600, index)
-        quality = psnr(decode(data, 256, "pil"), decode(data, 256, decoder))
+        quality = psnr(decode_image(data, 256, "pil"), decode_image(data, 256, decoder))
         assert quality >= 30, f"{decoder} differs from pil by {quality:.1f} dB on image {index}"
 
 
@@ -69,15 +70,15 @@ def _modes():
 @pytest.mark.parametrize("decoder", ALL)
 @pytest.mark.parametrize("kind", list(_modes()))
 def test_every_mode_comes_out_rgb(decoder, kind):
-    out = decode(_modes()[kind], None, decoder)
+    out = decode_image(_modes()[kind], None, decoder)
     assert out.shape == (3, 24, 32) and out.dtype == torch.uint8
-    reference = decode(_modes()[kind], None, "pil")
+    reference = decode_image(_modes()[kind], None, "pil")
     assert psnr(out, reference) >= 30, kind
 
 
 @pytest.mark.parametrize("decoder", ALL)
 def test_sixteen_bit_is_scaled_not_clipped(decoder):
-    out = decode(_modes()["16-bit gray png"], None, decoder)
+    out = decode_image(_modes()["16-bit gray png"], None, decoder)
     assert abs(int(out.float().mean()) - 40000 // 256) <= 1
 
 
@@ -87,7 +88,7 @@ def test_exif_orientation_is_applied(decoder):
     img.paste((0, 0, 255), (0, 0, 20, 20))  # blue on the left
     exif = Image.Exif()
     exif[0x0112] = 6  # stored rotated: display needs a 90° clockwise turn
-    out = decode(_encode(img, "JPEG", exif=exif, quality=95), None, decoder)
+    out = decode_image(_encode(img, "JPEG", exif=exif, quality=95), None, decoder)
     assert out.shape == (3, 40, 20)
     assert out[2, :15].float().mean() > 200 and out[0, 25:].float().mean() > 200  # blue now on top
 
@@ -102,11 +103,11 @@ def _jpeg_claiming(width: int, height: int) -> bytes:
 @pytest.mark.parametrize("decoder", ALL)
 def test_decompression_bombs_are_refused_from_the_header(decoder):
     with pytest.raises(DecompressionBombError, match="900000000|30000x30000"):
-        decode(_jpeg_claiming(30000, 30000), 256, decoder)
+        decode_image(_jpeg_claiming(30000, 30000), 256, decoder)
     with pytest.raises(DecompressionBombError, match="12000x9000"):  # under Pillow's own limit, over ours
-        decode(_jpeg_claiming(12000, 9000), 256, decoder)
+        decode_image(_jpeg_claiming(12000, 9000), 256, decoder)
     with pytest.raises(DecompressionBombError, match="max_pixels"):
-        decode(_photo(), 256, decoder, max_pixels=1000)
+        decode_image(_photo(), 256, decoder, max_pixels=1000)
 
 
 @pytest.mark.parametrize("decoder", ALL)
@@ -114,7 +115,7 @@ def test_decompression_bombs_are_refused_from_the_header(decoder):
                          ids=["empty", "html", "jpeg-magic-only"])
 def test_garbage_raises_decode_error(decoder, data):
     with pytest.raises(DecodeError, match=f"{len(data)} bytes") as e:
-        decode(data, 32, decoder)
+        decode_image(data, 32, decoder)
     assert "object at 0x" not in str(e.value)
 
 
@@ -131,7 +132,7 @@ def test_every_decode_error_says_what_the_bytes_are_and_nothing_that_changes_bet
     photo = _photo(64, 48) if head == b"\xff\xd8\xff\xe0" else _encode(Image.new("RGB", (64, 48), "red"), "PNG")
     for data in (photo[: int(len(photo) * cut)], head + junk):
         try:
-            decode(data, 16, decoder)
+            decode_image(data, 16, decoder)
         except DecodeError as e:
             assert f"{len(data)} bytes" in str(e) and not _RUN_TO_RUN_NOISE.search(str(e)), str(e)
 
@@ -156,7 +157,7 @@ def test_the_packing_check_fails_exactly_when_a_full_decode_fails(kind, cut, fli
     data = bytearray(photo[: max(1, int(len(photo) * cut))])
     for where, xor in flips:
         data[min(int(where * len(data)), len(data) - 1)] ^= xor
-    assert _fails(lambda: check_decodable(bytes(data))) == _fails(lambda: decode(bytes(data), None, "pil"))
+    assert _fails(lambda: check_decodable(bytes(data))) == _fails(lambda: decode_image(bytes(data), None, "pil"))
 
 
 def test_the_packing_check_refuses_bombs_from_the_header():
@@ -169,7 +170,7 @@ def test_the_packing_check_refuses_bombs_from_the_header():
 def test_truncated_jpeg_raises_decode_error(decoder):
     data = _photo()
     with pytest.raises(DecodeError):
-        decode(data[: len(data) // 3], 64, decoder)
+        decode_image(data[: len(data) // 3], 64, decoder)
 
 
 def test_unknown_decoder_names_the_choices():
@@ -179,8 +180,11 @@ def test_unknown_decoder_names_the_choices():
 
 def test_sizes_and_psnr_helpers():
     assert target_hw(8) == (8, 8) and target_hw((2, 3)) == (2, 3) and target_hw(None) is None
-    with pytest.raises(ValueError):
-        target_hw((1, 2, 3))
+    for bad in ((1, 2, 3), 224.0, (224.0, 224), "224", True):
+        with pytest.raises(LabkitTypeError, match="give whole pixels"):
+            target_hw(bad)
+    with pytest.raises(LabkitValueError, match="positive"):
+        target_hw((0, 3))
     a = torch.zeros(3, 4, 4, dtype=torch.uint8)
     assert psnr(a, a) == float("inf") and psnr(a, a + 255) == pytest.approx(0.0)
 
@@ -235,7 +239,7 @@ def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():
     blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(3)]
     batch = decode_jpeg_batch(blobs, 64, device="cpu")
     assert batch.shape == (3, 3, 64, 64) and batch.dtype == torch.uint8
-    assert torch.equal(batch[1], decode(_photo(index=1), 64, "torchvision"))
+    assert torch.equal(batch[1], decode_image(_photo(index=1), 64, "torchvision"))
 
 
 def test_a_broken_file_in_a_batched_decode_is_named_by_its_position():
@@ -264,10 +268,10 @@ def test_without_torchcodec_its_decoder_is_unlisted_and_named_with_the_install(m
 
     monkeypatch.setattr(decoders, "torchcodec_available", lambda: False)
     monkeypatch.setattr(registry, "DECODERS", {k: v for k, v in registry.DECODERS.items() if k != "torchcodec"})
-    monkeypatch.setattr(registry, "MISSING", {"torchcodec": "pip install 'labkit[torchcodec]'"})
-    with pytest.raises(LabkitError, match=r"not installed here: pip install 'labkit\[torchcodec\]'"):
+    monkeypatch.setattr(registry, "MISSING", {"torchcodec": "pip install 'torch-labkit[torchcodec]'"})
+    with pytest.raises(LabkitError, match=r"not installed here: pip install 'torch-labkit\[torchcodec\]'"):
         get_decoder("torchcodec")
-    with pytest.raises(LabkitError, match=r"pip install 'labkit\[torchcodec\]'"):
+    with pytest.raises(LabkitError, match=r"pip install 'torch-labkit\[torchcodec\]'"):
         decoders.decode_torchcodec(_photo())
     with pytest.raises(LabkitError, match="choose one of pil, pil-reduced, torchvision, simplejpeg$"):
         get_decoder("turbo")

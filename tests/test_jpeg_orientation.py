@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from PIL import Image, ImageOps
 
 from labkit.decode.decoders import EXIF_ORIENTATION
-from labkit.decode.jpeg_orientation import jpeg_orientation, orient, rotates
+from labkit.decode.jpeg_orientation import exif_orientation, orient, rotates
 
 PIXELS = np.random.default_rng(0).integers(0, 256, (6, 10, 3), dtype=np.uint8)
 
@@ -45,31 +45,31 @@ def _pillows(data: bytes) -> int:
 @given(orientation=st.integers(1, 8), extra=st.integers(0, 4))
 def test_the_orientation_is_pillows(orientation, extra):
     data = _jpeg(orientation, extra_tags=extra)
-    assert jpeg_orientation(data) == _pillows(data) == orientation
+    assert exif_orientation(data) == _pillows(data) == orientation
 
 
 @pytest.mark.parametrize("orientation", [3, 6, 8])
 def test_motorola_byte_order_is_read(orientation):
     data = _big_endian(orientation)
-    assert jpeg_orientation(data) == _pillows(data) == orientation
+    assert exif_orientation(data) == _pillows(data) == orientation
 
 
 def test_a_jpeg_without_exif_is_upright():
-    assert jpeg_orientation(_jpeg()) == 1
+    assert exif_orientation(_jpeg()) == 1
 
 
 @settings(max_examples=300)
 @given(st.binary(max_size=200))
 def test_any_bytes_are_read_without_an_exception(data):
-    assert 1 <= jpeg_orientation(data) <= 8
-    assert 1 <= jpeg_orientation(b"\xff\xd8\xff\xe1" + data) <= 8
+    assert 1 <= exif_orientation(data) <= 8
+    assert 1 <= exif_orientation(b"\xff\xd8\xff\xe1" + data) <= 8
 
 
 @settings(max_examples=200)
 @given(cut=st.integers(0, 400))
 def test_a_cut_short_header_is_upright_or_its_orientation(cut):
     data = _jpeg(6)
-    assert jpeg_orientation(data[:cut]) in (1, 6)
+    assert exif_orientation(data[:cut]) in (1, 6)
 
 
 @pytest.mark.parametrize("orientation", range(1, 9))

@@ -6,14 +6,17 @@ import textwrap
 
 import pytest
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from labkit.collate.collate_fns import stack_uint8
 from labkit.datasets.map_style import DecodedArrayDataset, SampleError
-from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
+from labkit.samplers.resumable import BlockShuffleSampler, GroupedBatchSampler
+from labkit.workers import loader_factory
 from labkit.storage.pack_format import PackReader
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.profiled_loader import ProfiledLoader
+from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.watchdog import WatchedLoader
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,7 +25,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def test_defaults_for_a_labkit_dataset(decoded_pack, monkeypatch):
     monkeypatch.delenv("LABKIT_PROFILE", raising=False)
     loader = make_loader(DecodedArrayDataset(decoded_pack), batch_size=8, num_workers=2)
-    assert isinstance(loader, DataLoader)
+    assert isinstance(loader, StatefulLoader) and isinstance(loader.loader, DataLoader)
     assert loader.collate_fn is stack_uint8 and loader.persistent_workers
     assert loader.pin_memory == torch.cuda.is_available()
     images, labels = next(iter(loader))
@@ -34,9 +37,9 @@ def test_sampler_and_watchdog_layers(decoded_pack, monkeypatch):
     dataset = DecodedArrayDataset(decoded_pack)
     sampler = BlockShuffleSampler(len(dataset), block_size=4, window=2)
     loader = make_loader(dataset, batch_size=6, sampler=sampler, num_workers=1, hang_timeout=30)
-    assert isinstance(loader, WatchedLoader)
+    assert isinstance(loader.loader, WatchedLoader)
     assert sum(len(b[1]) for b in loader) == len(dataset)
-    assert isinstance(make_loader(dataset, num_workers=0, profile=True), ProfiledLoader)
+    assert isinstance(make_loader(dataset, num_workers=0, profile=True).loader, ProfiledLoader)
 
 
 def test_labkit_profile_switch_needs_no_code_change(decoded_pack):
@@ -74,3 +77,79 @@ def test_a_damaged_sample_through_the_factory_is_named_and_leaves_nothing_behind
         with pytest.raises(SampleError, match=f"sample 5 \\({name!r}\\)"):
             for batch in loader:
                 pass
+
+
+def test_torch_s_rules_for_order_arguments(decoded_pack):
+    dataset = DecodedArrayDataset(decoded_pack)
+    sampler = BlockShuffleSampler(dataset, block_size=4)
+    with pytest.raises(LabkitValueError, match="shuffle=True with sampler=BlockShuffleSampler"):
+        make_loader(dataset, sampler=sampler, shuffle=True, num_workers=0)
+    with pytest.raises(LabkitValueError, match="give the seed to that sampler"):
+        make_loader(dataset, sampler=sampler, seed=3, num_workers=0)
+    with pytest.raises(LabkitValueError, match="batch_size=8 and drop_last=False would be ignored"):
+        make_loader(dataset, batch_sampler=GroupedBatchSampler(range(len(dataset)), 4), batch_size=8, num_workers=0)
+
+
+def test_a_batch_sampler_makes_the_batches_and_its_place_counts_batches(decoded_pack):
+    dataset = DecodedArrayDataset(decoded_pack)
+    groups = [i // 3 for i in range(len(dataset))]
+    loader = make_loader(dataset, batch_sampler=GroupedBatchSampler(groups, 6, seed=1), num_workers=0)
+    batches = iter(loader)
+    first = next(batches)[1]
+    assert len(first) == 6 and loader.state_dict()["sampler"]["position"] == 1
+
+
+def test_shuffle_false_reads_in_order_and_the_default_order_changes_each_epoch():
+    dataset = Indices(30)
+    assert _order(make_loader(dataset, batch_size=4, shuffle=False, num_workers=0)) == list(range(30))
+    shuffled = make_loader(dataset, batch_size=4, num_workers=0, seed=5)
+    first, second = _order(shuffled), _order(shuffled)
+    assert sorted(first) == sorted(second) == list(range(30)) and first != second
+    assert _order(make_loader(dataset, batch_size=4, num_workers=0, seed=5)) == first
+
+
+def test_the_default_seed_follows_torch_manual_seed_or_the_generator():
+    orders = []
+    for _ in range(2):
+        torch.manual_seed(11)
+        orders.append(_order(make_loader(Indices(30), batch_size=4, num_workers=0)))
+    assert orders[0] == orders[1]
+    seeded = [_order(make_loader(Indices(30), num_workers=0, generator=torch.Generator().manual_seed(3)))
+              for _ in range(2)]
+    assert seeded[0] == seeded[1]
+
+
+def test_more_workers_than_cores_is_said(decoded_pack, monkeypatch):
+    monkeypatch.setattr(loader_factory, "usable_cpus", lambda: 2)
+    with pytest.warns(LabkitWarning, match="num_workers=64 on 2 usable CPUs"):
+        make_loader(DecodedArrayDataset(decoded_pack), num_workers=64)
+
+
+def test_an_iterable_dataset_takes_no_shuffle_and_says_why_it_cannot_save_a_place():
+    class Stream(IterableDataset):
+        def __iter__(self):
+            return iter(range(10))
+
+    with pytest.raises(LabkitValueError, match="shuffle inside the stream"):
+        make_loader(Stream(), shuffle=True, num_workers=0)
+    loader = make_loader(Stream(), batch_size=5, num_workers=0)
+    assert [b.tolist() for b in loader] == [list(range(5)), list(range(5, 10))]
+    with pytest.raises(LabkitTypeError, match="its order comes from Stream"):
+        loader.state_dict()
+
+
+class Indices(Dataset):
+    """Each sample is its own index."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, index):
+        return int(index)
+
+
+def _order(loader):
+    return [i for batch in loader for i in batch.tolist()]

@@ -184,3 +184,11 @@ def test_every_module_run_with_python_m_exists():
 
 def test_no_shadowing_of_builtins_by_face_names():
     assert not set(labkit.__all__) & set(dir(builtins))
+
+
+@pytest.mark.parametrize("package", ["labkit"] + [f"labkit.{p}" for p in PACKAGES])
+def test_no_face_name_is_also_a_sub_module(package):
+    # importing labkit.decode.* sets the attribute labkit.decode to the sub-package, hiding a face name "decode"
+    face = importlib.import_module(package)
+    modules = {info.name for info in pkgutil.iter_modules(face.__path__)}
+    assert not set(face.__all__) & modules

@@ -14,7 +14,7 @@ from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale, draw_box
 from labkit.decode.decoders import EXIF_ORIENTATION, psnr
 from labkit.decode.random_crop import RandomResizedCrop, decode_box
-from labkit.decode.registry import DECODERS, crops_in_decode, decode
+from labkit.decode.registry import DECODERS, crops_in_decode, decode_image
 
 DRAWS = 4000
 PIXEL_TOLERANCE_DB = 30  # the DCT-scaled decode against a full decode: the same bound as the pil-reduced decoder's
@@ -117,7 +117,7 @@ def test_crop_in_decode_matches_full_decode_crop_resize(index, decoder):
     data = _photo(800, 600, index)
     crop = RandomResizedCrop(224, seed=0)
     box = crop.draw(600, 800, index)
-    reference = crop_resize_flip(decode(data, None, "pil"), box, (224, 224))
+    reference = crop_resize_flip(decode_image(data, None, "pil"), box, (224, 224))
     ours = crop.decode(data, index, decoder=decoder)
     assert ours.shape == (3, 224, 224) and ours.dtype == torch.uint8
     tolerance = CROP_TOLERANCE_DB.get(decoder, PIXEL_TOLERANCE_DB)
@@ -131,7 +131,7 @@ def test_a_decoder_that_cannot_crop_in_the_decode_crops_the_same_box_after_it(de
     data = _photo(400, 300)
     crop = RandomResizedCrop(96)
     box = crop.draw(300, 400, 0)
-    expected = crop_resize_flip(decode(data, None, decoder), box, (96, 96))
+    expected = crop_resize_flip(decode_image(data, None, decoder), box, (96, 96))
     assert torch.equal(decode_box(data, box, (96, 96), decoder), expected)
     assert torch.equal(crop.decode(data, 0, decoder=decoder), expected)
 
@@ -147,7 +147,7 @@ def test_rotated_photos_are_cropped_as_shown(decoder):
     for index in range(4):
         box = crop.draw(800, 600, index)
         assert box.image_hw == (800, 600)
-        reference = crop_resize_flip(decode(data, None, "pil"), box, (112, 96))
+        reference = crop_resize_flip(decode_image(data, None, "pil"), box, (112, 96))
         assert psnr(crop.decode(data, index, decoder=decoder), reference) >= CROP_TOLERANCE_DB.get(decoder,
                                                                                                   PIXEL_TOLERANCE_DB)
 
@@ -158,7 +158,7 @@ def test_a_png_goes_through_the_same_box_without_scaling(decoder):
     Image.open(io.BytesIO(_photo(200, 150))).save(buf, "PNG")
     box = RandomResizedCrop(64).draw(150, 200, 1)
     ours = decode_box(buf.getvalue(), box, (64, 64), decoder)
-    assert psnr(ours, crop_resize_flip(decode(buf.getvalue(), None, "pil"), box, (64, 64))) >= 40
+    assert psnr(ours, crop_resize_flip(decode_image(buf.getvalue(), None, "pil"), box, (64, 64))) >= 40
 
 
 @pytest.mark.parametrize("bad", [dict(size=None), dict(scale=(0.5, 0.1)), dict(scale=(0, 1)), dict(ratio=(2, 1)),

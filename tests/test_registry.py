@@ -47,3 +47,10 @@ def test_the_table_has_a_line_per_installed_decoder():
 
 def test_only_torchcodec_comes_from_an_optional_extra():
     assert [n for n, i in DECODERS.items() if i.optional] == [n for n in ["torchcodec"] if n in DECODERS]
+
+
+def test_no_decode_is_not_a_decoder_name():
+    from labkit.decode.registry import NO_DECODE
+    assert NO_DECODE not in registry.DECODERS
+    with pytest.raises(LabkitError):
+        registry.get_decoder(NO_DECODE)

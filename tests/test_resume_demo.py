@@ -38,7 +38,7 @@ def test_sigkill_mid_epoch_then_resume_trains_on_every_sample_exactly_once(decod
     assert job.returncode == -signal.SIGKILL
     state = load_checkpoint(ckpt)
     assert (state["epoch"], state["step"]) == (1, 2)
-    assert state["handed_out"] > state["loader"]["position"] == 8  # the workers had pulled indices ahead
+    assert state["handed_out"] > state["loader"]["sampler"]["position"] == 8  # the workers had pulled indices ahead
     resumed = subprocess.run(_command(decoded_pack, ckpt), capture_output=True, text=True, timeout=150)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert resumed.stdout.splitlines()[0] == "resumed at epoch 1 step 2"

@@ -13,7 +13,7 @@ from labkit.decode import simplejpeg_decoder
 from labkit.decode.crop_box import CropBox, crop_resize_flip
 from labkit.decode.decoders import EXIF_ORIENTATION, DecodeError, DecompressionBombError, psnr
 from labkit.decode.pil_crop import crop_pil_reduced
-from labkit.decode.registry import decode
+from labkit.decode.registry import decode_image
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, decode_simplejpeg
 
 #: simplejpeg's resized output against pil-reduced's (the same DCT scale, torch's resize on both): the stated bound.
@@ -51,7 +51,7 @@ KINDS = {
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_full_size_decode_gives_pillows_pixels(kind):
     data = KINDS[kind]
-    assert torch.equal(decode_simplejpeg(data, None), decode(data, None, "pil"))
+    assert torch.equal(decode_simplejpeg(data, None), decode_image(data, None, "pil"))
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -59,7 +59,7 @@ def test_a_resized_decode_matches_pil_reduced_within_the_stated_psnr(kind):
     data = KINDS[kind]
     ours = decode_simplejpeg(data, (128, 96))
     assert ours.shape == (3, 128, 96) and ours.is_contiguous()
-    assert psnr(ours, decode(data, (128, 96), "pil-reduced")) >= RESIZED_DB
+    assert psnr(ours, decode_image(data, (128, 96), "pil-reduced")) >= RESIZED_DB
 
 
 def test_it_decodes_at_the_power_of_two_scale_the_output_allows(monkeypatch):
@@ -94,7 +94,7 @@ def test_what_simplejpeg_does_not_read_goes_to_pillow(kind, monkeypatch):
         buf = io.BytesIO()
         Image.open(io.BytesIO(_photo())).save(buf, "PNG")
         data = buf.getvalue()
-    assert torch.equal(decode_simplejpeg(data, (64, 64)), decode(data, (64, 64), "pil-reduced"))
+    assert torch.equal(decode_simplejpeg(data, (64, 64)), decode_image(data, (64, 64), "pil-reduced"))
     box = CropBox(10, 20, 200, 250, True, (300, 400))
     assert torch.equal(crop_simplejpeg(data, lambda h, w: box, (64, 64)),
                        crop_pil_reduced(data, lambda h, w: box, (64, 64)))
@@ -117,7 +117,7 @@ def test_the_crop_is_drawn_for_the_displayed_size_and_flipped():
     box = CropBox(40, 30, 300, 200, True, (400, 300))
     out = crop_simplejpeg(data, lambda h, w: seen.append((h, w)) or box, (100, 80))
     assert seen == [(400, 300)] and out.shape == (3, 100, 80)
-    assert psnr(out, crop_resize_flip(decode(data, None, "pil"), box, (100, 80))) >= 27
+    assert psnr(out, crop_resize_flip(decode_image(data, None, "pil"), box, (100, 80))) >= 27
 
 
 def test_a_scaled_box_is_cut_on_whole_decoded_pixels():

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from torchvision.transforms import v2
 
 from labkit.collate.collate_fns import MixUp, mix_batch
+from labkit.core.errors import LabkitTypeError
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_mix_uint8, normalize_uint8
 
 
@@ -158,3 +159,41 @@ def test_a_mixup_subclass_is_called_as_given_not_fused():
     batches = _batches(n=1)
     images, labels = list(DevicePrefetcher(batches, "cpu", mix=Swap(3)))[0]
     assert torch.allclose(images, normalize_uint8(batches[0][0]).flip(0)) and torch.equal(labels, batches[0][1])
+
+
+def test_normalising_a_float_batch_leaves_the_batch_as_it_was():
+    images = torch.full((2, 3, 4, 4), 128.0)
+    normalize_uint8(images)
+    assert torch.all(images == 128.0)
+
+
+def test_the_prefetcher_s_state_is_the_loader_s_and_the_mix_s_as_of_the_batch_handed_out():
+    from labkit.workers.loader_factory import make_loader
+
+    data = torch.utils.data.TensorDataset(torch.randint(0, 255, (24, 3, 4, 4), dtype=torch.uint8),
+                                          torch.arange(24) % 3)
+    first = DevicePrefetcher(make_loader(data, batch_size=4, num_workers=0, seed=1), "cpu", mix=MixUp(3, seed=2))
+    batches = iter(first)
+    for _ in range(2):
+        next(batches)
+    state = first.state_dict()
+    assert state["loader"]["sampler"]["position"] == 8
+    expected = [next(batches)[0] for _ in range(4)]
+    second = DevicePrefetcher(make_loader(data, batch_size=4, num_workers=0, seed=1), "cpu", mix=MixUp(3, seed=9))
+    second.load_state_dict(state)
+    resumed = [b[0] for b in second]
+    assert len(resumed) == 4 and all(torch.equal(a, b) for a, b in zip(expected, resumed))
+    with pytest.raises(LabkitTypeError, match="keeps no state: build the loader with labkit.make_loader"):
+        DevicePrefetcher(torch.utils.data.DataLoader(data), "cpu").state_dict()
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_on_cuda_the_state_is_not_the_batch_prepared_ahead():
+    from labkit.workers.loader_factory import make_loader
+
+    data = torch.utils.data.TensorDataset(torch.zeros(24, 3, 4, 4, dtype=torch.uint8), torch.arange(24))
+    prefetcher = DevicePrefetcher(make_loader(data, batch_size=4, num_workers=0, seed=1), "cuda")
+    batches = iter(prefetcher)
+    next(batches)
+    assert prefetcher.state_dict()["loader"]["sampler"]["position"] == 4  # the loader itself is at 8

@@ -225,6 +225,13 @@ class MixUp:
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> Batch:
         return mix_batch(images, labels, self.num_classes, "mixup", self.alpha, self.generator, self.buffers)
 
+    def state_dict(self) -> Dict[str, Any]:
+        """The generator's place, so that a resumed run mixes the batches it redoes as the first run did."""
+        return {"generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self.generator.set_state(state["generator"])
+
 
 class MixCollate:
     """collate_fn that stacks the batch (`stack_uint8` unless told otherwise), then MixUps or CutMixes it.

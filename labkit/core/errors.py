@@ -42,3 +42,7 @@ class LabkitRuntimeError(LabkitError, RuntimeError):
 
 class LabkitOSError(LabkitError, OSError):
     """The operating system refused something the kit needs (a folder it cannot write, a mount)."""
+
+
+class LabkitWarning(LabkitError, UserWarning):
+    """A setting that works but costs something the user likely did not mean (more workers than cores)."""

@@ -29,15 +29,16 @@ from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import HostBuffers
 from labkit.core.machine import os_name
+from labkit.core.plotting import pyplot
 from labkit.core.wording import clipped
 from labkit.course.workspace import OUTPUT_SIZE, Workspace, shown_path
 from labkit.datasets.map_style import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
                                        PackedDataset)
 from labkit.decode.decoders import decode_jpeg_batch
 from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.registry import DECODERS
+from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
-from labkit.diagnose.autotuner import NO_DECODE, Budget, Config, autotune, default_budget
+from labkit.diagnose.autotuner import Budget, Config, autotune, default_budget
 from labkit.measure.decoder_speed import median_seconds, time_decoders
 from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader, spread_indices
 from labkit.measure.page_cache import empty_page_cache, mapping_processes, resident_share
@@ -58,7 +59,7 @@ class Version:
     id: str
     name: str
     storage: str  # "folder", "pack", "decoded", "bytes" (encoded files for the GPU), or "tuned"
-    decoder: str  # a labkit decoder, "fastest", "none", "gpu" or "tuned"
+    decoder: str  # a labkit decoder, "fastest", NO_DECODE, "gpu" or "tuned"
     workers: bool  # True: worker processes (num_workers = Settings.num_workers); False: num_workers=0
     prefetch_factor: Optional[int]  # None: DataLoader's default (2)
     normalize_in_workers: bool
@@ -88,7 +89,7 @@ VERSIONS: Tuple[Version, ...] = (
     Version("v5", "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device", "pack",
             "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True),
     Version("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", "decoded",
-            "none", False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
+            NO_DECODE, False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
             checksum_reads=False),
     Version("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
             reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False),
@@ -182,7 +183,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
     storage = version.storage
     if tuned is not None:
         storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
-        decoder = "none" if tuned.decoder == NO_DECODE else tuned.decoder
+        decoder = tuned.decoder
         version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch_factor=tuned.prefetch_factor,
                           normalize_in_workers=False, mix="device", sampler=tuned.sampler)
     dataset = _dataset(version, ws, decoder, settings.seed)
@@ -442,11 +443,7 @@ def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str,
 
 def plot(results: List[Result], path: str, title: str) -> None:
     """Bar chart of images/s per version (log scale), the seed's v1–v4 beside ours."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot(headless=True)
     fig, ax = plt.subplots(figsize=(9, 4))
     xs = range(len(results))
     ax.bar([x - 0.2 for x in xs], [r.images_per_s for r in results], width=0.4, label="here", color="tab:blue")
@@ -498,7 +495,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
                             max_workers=max(2, usable_cpus()), batches=2, runs=1, decoders=[fastest],
                             check_crc=False, min_seconds=settings.min_seconds / 3)
             tuned = tune.best
-            tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {tuned.decoder}, "
+            tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {decoder_label(tuned.decoder)}, "
                           f"{tuned.num_workers} workers, prefetch_factor {tuned.prefetch_factor}, main threads "
                           f"{tuned.main_threads or 'default'}, {tuned.sampler} batches")
             if progress:

@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from labkit.core.environment import clone_root
 from labkit.core.errors import LabkitValueError
+from labkit.core.plotting import pyplot
 
 BASELINE = "v1"
 
@@ -98,7 +99,7 @@ def plot_speedups(runs: Sequence[AblationRun], ax: Any = None, versions: Optiona
 
     A version a run did not measure leaves a gap; a run without v1 is left out (nothing to divide by).
     """
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     from matplotlib.ticker import FormatStrFormatter, LogLocator, NullFormatter
 
     usable = [r for r in runs if r.speedups]

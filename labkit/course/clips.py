@@ -32,6 +32,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from labkit.core.errors import LabkitFileNotFoundError
+from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike, StringTable
 from labkit.decode.decoders import DecodeError, describe_failure, open_image
@@ -210,7 +211,7 @@ class ClipRun:
 
     def plot(self, ax: Any = None) -> Any:
         """One lane per process, a bar per stage call (decode, transform); ticks where clips arrived."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(8, 2.6))[1]
         pids = sorted({e["pid"] for e in self.events},

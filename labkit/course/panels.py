@@ -36,7 +36,7 @@ from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
 from labkit.measure.loader_timing import measure_loader, spread_indices
 from labkit.samplers.order_scores import OrderScores, score_order
 from labkit.samplers.resumable import BlockShuffleSampler
-from labkit.workers.loader_factory import make_loader
+from labkit.workers.loader_factory import default_num_workers, make_loader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
 STORAGES = ("folder", "pack", "decoded pack")
@@ -209,7 +209,7 @@ class LoaderPanel:
         self.size = DecodedArrayDataset(workspace.decoded_pack).size[-1]
         self.history: List[LoaderRun] = []
         self.x_knob = "num_workers"
-        s = settings or LoaderSettings(num_workers=max(1, min(8, usable_cpus() - 1)))
+        s = settings or LoaderSettings(num_workers=default_num_workers())
         top = max_workers if max_workers is not None else 2 * usable_cpus()
         style = {"description_width": "initial"}
         self.controls: Dict[str, w.ValueWidget] = {

@@ -26,7 +26,7 @@ from torch.utils.data import Dataset
 
 from labkit.core.errors import LabkitIndexError, LabkitValueError
 from labkit.core.string_table import PathLike
-from labkit.decode.registry import decode
+from labkit.decode.registry import decode_image
 from labkit.storage.pack_format import PackReader
 
 #: The object classes `ShapesDetectionDataset` pastes, by label.
@@ -71,7 +71,7 @@ class ShapesDetectionDataset(Dataset):
             raise LabkitIndexError(f"sample index {index} out of range for {self.n} samples")
         rng = _sample_rng(self.seed, index)
         h, w = (int(v) for v in rng.integers(self.min_side, self.max_side + 1, size=2))
-        image = Image.fromarray(decode(self.reader.read(index), (h, w), self.decoder).permute(1, 2, 0).numpy())
+        image = Image.fromarray(decode_image(self.reader.read(index), (h, w), self.decoder).permute(1, 2, 0).numpy())
         draw = ImageDraw.Draw(image)
         boxes, labels = [], []
         for _ in range(int(rng.integers(1, self.max_objects + 1))):

@@ -2,9 +2,9 @@
 
 ``python -m labkit.course.resume_demo --pack PACK --checkpoint FILE`` trains a stand-in model for a few
 epochs over a pack: its "weights" are a count, per epoch, of how many times each sample went
-through a training step. Every ``--every`` steps it saves the model and the sampler's state
-(`labkit.distributed.checkpoint.loader_state`, which counts the batches the loop consumed, not the indices
-the DataLoader's workers already pulled) with `save_checkpoint`. Run again with the same
+through a training step. Every ``--every`` steps it saves the model and the loader's state
+(``loader.state_dict()``, which counts the batches the loop consumed, not the indices the DataLoader's
+workers already pulled) with `save_checkpoint`. Run again with the same
 checkpoint, it resumes where that checkpoint stands. Kill it (SIGKILL, mid-epoch, mid-write:
 anywhere) and resume: the final counts are all exactly one, because the steps after the last
 checkpoint are lost together with the model state they changed, and redone.
@@ -19,47 +19,46 @@ import argparse
 import math
 import os
 import time
-from typing import Sequence
+from typing import Sequence, Sized
 
 import torch
 
 from labkit.course.pitfalls import IndexedDataset
 from labkit.datasets.map_style import DecodedArrayDataset
-from labkit.distributed.checkpoint import load_checkpoint, loader_state, save_checkpoint
+from labkit.distributed.checkpoint import load_checkpoint, save_checkpoint
 from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.loader_factory import make_loader
+
+
+def steps_per_epoch(dataset: Sized, batch: int) -> int:
+    return math.ceil(len(dataset) / batch)
 
 
 def train(pack: str, checkpoint: str, epochs: int = 2, batch: int = 16, workers: int = 2, every: int = 3,
           step_s: float = 0.02, seed: int = 0) -> torch.Tensor:
     """Train (or resume) to the end; return the model: times each sample was trained on, per epoch."""
     dataset = IndexedDataset(DecodedArrayDataset(pack))
-    sampler = BlockShuffleSampler.for_batches(len(dataset), batch, seed=seed)
+    loader = make_loader(dataset, batch_size=batch, sampler=BlockShuffleSampler.for_batches(len(dataset), batch, seed=seed),
+                         num_workers=workers, persistent_workers=False)
     seen = torch.zeros(epochs, len(dataset), dtype=torch.int32)
-    epoch, step = 0, 0
     if os.path.exists(checkpoint):
         state = load_checkpoint(checkpoint)
         seen = state["seen"]
-        sampler.load_state_dict(state["loader"])
-        epoch, step = state["epoch"], state["step"]
-        if step * batch >= len(dataset):  # it was saved after an epoch's last step
-            epoch, step = epoch + 1, 0
-        print(f"resumed at epoch {epoch} step {step}", flush=True)
-    loader = make_loader(dataset, batch_size=batch, sampler=sampler, num_workers=workers, persistent_workers=False)
-    steps_per_epoch = math.ceil(len(dataset) / batch)
-    while epoch < epochs:
-        sampler.set_epoch(epoch)  # keeps a resume pending in this same epoch
+        loader.load_state_dict(state["loader"])
+        place = loader.state_dict()["sampler"]
+        print(f"resumed at epoch {place['epoch']} step {place['position'] // batch}", flush=True)
+    while loader.epoch < epochs:
+        epoch, step = loader.epoch, loader.state_dict()["sampler"]["position"] // batch
         for indices, _images, _labels in loader:
             seen[epoch, indices] += 1
             time.sleep(step_s)  # the model's forward and backward pass
             step += 1
             print(f"step {epoch} {step}", flush=True)
-            if step % every == 0 or step == steps_per_epoch:
-                handed_out = sampler.state_dict()["position"]
-                save_checkpoint({"seen": seen, "loader": loader_state(sampler, step, batch), "epoch": epoch,
-                                 "step": step, "handed_out": handed_out}, checkpoint)
+            if step % every == 0 or step == steps_per_epoch(dataset, batch):
+                handed_out = loader.sampler.state_dict()["position"]
+                save_checkpoint({"seen": seen, "loader": loader.state_dict(), "epoch": epoch, "step": step,
+                                 "handed_out": handed_out}, checkpoint)
                 print(f"checkpoint {epoch} {step} {handed_out}", flush=True)
-        epoch, step = epoch + 1, 0
     print("done", flush=True)
     return seen
 

@@ -1,4 +1,4 @@
-"""Map-style and iterable datasets over image folders, packs, shards and live streams.
+"""Map-style and iterable datasets over image folders, file lists, packs, shards, live streams and other engines' samples.
 
 Import rule: labkit.datasets may import labkit.core, labkit.decode, labkit.storage, nothing else.
 
@@ -14,6 +14,9 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "SkipRecord": "map_style",
     "LabeledImageDataset": "map_style",
     "ImageFolderDataset": "map_style",
+    "ImageFilesDataset": "map_style",
+    "RecordDataset": "engines",
+    "decode_stream": "engines",
     "PackBackedDataset": "map_style",
     "PackedDataset": "map_style",
     "DecodedArrayDataset": "map_style",

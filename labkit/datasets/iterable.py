@@ -143,6 +143,7 @@ class ShardedIterableDataset(IterableDataset):
         return not any(callable(s) for s in self.shards)
 
     def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch``'s shard order next (with persistent workers, before the workers start)."""
         self.epoch = epoch
 
     def _shard_lengths(self) -> List[int]:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -35,14 +35,18 @@ from labkit.core.epoch_index import epoch_of
 from labkit.core.errors import LabkitError, LabkitIndexError, LabkitTypeError, LabkitValueError
 from labkit.core.host_buffers import batch_buffer
 from labkit.core.shared_log import SharedLog
-from labkit.core.string_table import PathLike
+from labkit.core.string_table import PathLike, StringTable
 from labkit.datasets.batch_decode import BatchDecoder
 from labkit.decode.crop_box import crop_resize_flip
 from labkit.decode.decoders import MAX_PIXELS, DecodeError, Size, target_hw
+from labkit.decode.center_crop import CenterCrop
 from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.registry import crops_in_decode, get_decoder
+from labkit.decode.registry import crops_in_decode, get_decoder, preferred_decoder
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader
+
+#: A crop found before the decode: random-resized for training, central for evaluation.
+Crop = Union[RandomResizedCrop, CenterCrop]
 
 Sample = Tuple[Any, int]
 ON_ERROR = ("raise", "skip")
@@ -93,11 +97,28 @@ _LOAD_ERRORS = (DecodeError, PackError, OSError)
 _LASTING_ERRORS = (DecodeError, PackError, FileNotFoundError, IsADirectoryError, PermissionError)
 
 
-def _crop_note(crop: Optional[RandomResizedCrop], decoder: str) -> str:
+def output_hw(size: Size, default: Size, crop: Optional[Crop]) -> Optional[Tuple[int, int]]:
+    """The size a dataset's samples come out at: ``size``, or the crop's own, never both without a word."""
+    if crop is None:
+        return target_hw(size)
+    if size != default:
+        raise LabkitValueError(f"size={size!r} and crop={crop!r}: the crop's size ({crop.size}) is the output; "
+                               "leave size= out (or give the crop the size you want)")
+    return crop.output_hw
+
+
+def _crop_note(crop: Optional[Crop], decoder: str) -> str:
     if crop is None:
         return ""
     where = "inside the decode" if crops_in_decode(decoder) else "after a full decode"
-    return f", random-resized crops {where}"
+    kind = "centre crops" if isinstance(crop, CenterCrop) else "random-resized crops"
+    return f", {kind} {where}"
+
+
+def check_on_error(on_error: str) -> None:
+    """Refuse an ``on_error`` the datasets do not know, before any work."""
+    if on_error not in ON_ERROR:
+        raise LabkitValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
 
 
 class LabeledImageDataset(Dataset):
@@ -110,12 +131,12 @@ class LabeledImageDataset(Dataset):
     fills_batches = False  #: whether `__getitems__` can decode a batch into one tensor (images of one shape)
 
     def __init__(self, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
-                 crop: Optional[RandomResizedCrop] = None, decode_threads: Optional[int] = None) -> None:
-        if on_error not in ON_ERROR:
-            raise LabkitValueError(f"on_error must be one of {ON_ERROR}, got {on_error!r}")
-        if crop is not None and not isinstance(crop, RandomResizedCrop):
-            raise LabkitTypeError(f"crop={crop!r}: pass a labkit.decode.random_crop.RandomResizedCrop (its box is drawn "
-                                  "before the decode); a torchvision transform goes in transform=")
+                 crop: Optional[Crop] = None, decode_threads: Optional[int] = None) -> None:
+        check_on_error(on_error)
+        if crop is not None and not isinstance(crop, (RandomResizedCrop, CenterCrop)):
+            raise LabkitTypeError(f"crop={crop!r}: pass a labkit RandomResizedCrop (training) or CenterCrop "
+                                  "(evaluation), whose box is found before the decode; a torchvision transform goes "
+                                  "in transform=")
         self.transform = transform
         self.on_error = on_error
         self.crop = crop
@@ -149,7 +170,8 @@ class LabeledImageDataset(Dataset):
 
     def set_epoch(self, epoch: int) -> None:
         """The epoch whose crops plain indices draw. Workers see it only when they start (persistent
-        workers never again): wrap the sampler in `labkit.samplers.epoch_tagged.EpochTagged` instead."""
+        workers never again): `labkit.workers.loader_factory.make_loader` hands every worker the epoch with each
+        index instead (`labkit.samplers.epoch_tagged.EpochTagged`)."""
         self.epoch = int(epoch)
 
     def _load(self, index: int, epoch: int = 0) -> torch.Tensor:
@@ -261,25 +283,75 @@ class LabeledImageDataset(Dataset):
             self._skips.clear()
 
 
-class ImageFolderDataset(LabeledImageDataset):
-    """Images in an ImageFolder tree (``root/<class>/<file>``), decoded by ``decoder`` to ``size``."""
+def class_labels(labels: Sequence[Any], classes: Optional[Sequence[str]], where: str) -> Tuple[np.ndarray, List[str]]:
+    """Labels as class indices, and the class names: names are looked up in ``classes`` (sorted, as an
+    ImageFolder's, when not given); indices must be below ``len(classes)`` (default: the largest + 1)."""
+    if len(labels) and isinstance(labels[0], str):
+        names = sorted(set(labels)) if classes is None else [str(c) for c in classes]
+        position = {name: k for k, name in enumerate(names)}
+        unknown = next((y for y in labels if y not in position), None)
+        if unknown is not None:
+            raise LabkitValueError(f"{where}: label {unknown!r} is not one of the classes {names[:10]}: add it to "
+                                   "classes=, or fix the label")
+        return np.fromiter((position[y] for y in labels), np.int64, len(labels)), names
+    try:
+        indices = np.asarray(labels, dtype=np.int64).reshape(-1)
+    except (TypeError, ValueError):
+        raise LabkitTypeError(f"{where}: labels must be class indices (ints) or class names (strings), "
+                              f"not {type(labels[0]).__name__}") from None
+    names = [str(c) for c in classes] if classes is not None else [str(k) for k in range(int(indices.max(initial=-1)) + 1)]
+    bad = np.flatnonzero((indices < 0) | (indices >= len(names)))
+    if len(bad):
+        raise LabkitValueError(f"{where}: sample {int(bad[0])} has label {int(indices[bad[0]])}, outside the "
+                               f"{len(names)} classes: labels are 0..{len(names) - 1}")
+    return indices, names
+
+
+class EncodedImages:
+    """What the datasets of encoded images share: their decoder, the size they decode to, and the decode and crop
+    of one sample's bytes. Mixed in before `LabeledImageDataset`."""
+
+    crop: Optional[Crop]
+
+    def use_decoder(self, decoder: Optional[str], size: Size, crop: Optional[Crop], max_pixels: int) -> None:
+        """Decode with ``decoder`` (None: the fastest installed, `preferred_decoder`) to ``size`` or ``crop``'s."""
+        self.decoder = preferred_decoder() if decoder is None else decoder
+        self._decode = get_decoder(self.decoder)
+        self.size = output_hw(size, 256, crop)
+        self.max_pixels = max_pixels
+
+    def decode_raw(self, raw: bytes) -> torch.Tensor:
+        """The sample's bytes decoded to ``size``."""
+        return self._decode(raw, self.size, self.max_pixels)
+
+    def crop_raw(self, raw: bytes, index: int, epoch: int) -> torch.Tensor:
+        """The sample's bytes decoded to its crop in ``epoch``."""
+        return self.crop.decode(raw, index, epoch, self.decoder, self.max_pixels)  # type: ignore[union-attr]
+
+
+class ImageFilesDataset(EncodedImages, LabeledImageDataset):
+    """Image files named in a list, each with its label (a class index or a class name), decoded by
+    ``decoder`` (default: the fastest installed, `labkit.decode.registry.preferred_decoder`) to ``size``:
+    a CSV of labels, a list of files, anything that is not laid out as an ImageFolder. Relative paths are
+    taken from ``root``. The files are only read; a missing one is named when it is read (``on_error``)."""
 
     fills_batches = True
 
-    def __init__(self, root: PathLike, decoder: str = "pil", size: Size = 256,
+    def __init__(self, files: Sequence[PathLike], labels: Sequence[Any], classes: Optional[Sequence[str]] = None,
+                 decoder: Optional[str] = None, size: Size = 256,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, crop: Optional[RandomResizedCrop] = None,
-                 decode_threads: Optional[int] = None) -> None:
+                 max_pixels: int = MAX_PIXELS, crop: Optional[Crop] = None, decode_threads: Optional[int] = None,
+                 root: PathLike = "") -> None:
         super().__init__(transform, on_error, crop, decode_threads)
-        index = scan_image_folder(root)
-        self.root = index.root
-        self.classes = index.classes
-        self.relpaths = index.relpaths
-        self.labels = index.labels
-        self.decoder = decoder
-        self._decode = get_decoder(decoder)
-        self.size = target_hw(size) if crop is None else crop.output_hw
-        self.max_pixels = max_pixels
+        if isinstance(files, (str, bytes, os.PathLike)):
+            raise LabkitTypeError(f"files={files!r} is one path: give a list of image files (an ImageFolder goes "
+                                  "to ImageFolderDataset, a pack to PackedDataset)")
+        if len(files) != len(labels):
+            raise LabkitValueError(f"{len(files)} files but {len(labels)} labels: one label per file")
+        self.root = os.fspath(root)
+        self.relpaths = files if isinstance(files, StringTable) else StringTable.from_strings(files)
+        self.labels, self.classes = class_labels(labels, classes, "ImageFilesDataset")
+        self.use_decoder(decoder, size, crop, max_pixels)
 
     def sample_path(self, index: int) -> str:
         return os.path.join(self.root, self.relpaths[index])
@@ -288,15 +360,23 @@ class ImageFolderDataset(LabeledImageDataset):
         with open(self.sample_path(index), "rb") as f:
             return f.read()
 
-    def decode_raw(self, raw: bytes) -> torch.Tensor:
-        return self._decode(raw, self.size, self.max_pixels)
-
-    def crop_raw(self, raw: bytes, index: int, epoch: int) -> torch.Tensor:
-        return self.crop.decode(raw, index, epoch, self.decoder, self.max_pixels)  # type: ignore[union-attr]
-
     def __repr__(self) -> str:
-        return (f"ImageFolderDataset({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
+        return (f"{type(self).__name__}({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
                 f"decoder={self.decoder!r}, size={self.size}{_crop_note(self.crop, self.decoder)})")
+
+
+class ImageFolderDataset(ImageFilesDataset):
+    """Images in an ImageFolder tree (``root/<class>/<file>``), decoded by ``decoder`` (default: the fastest
+    installed, `labkit.decode.registry.preferred_decoder`) to ``size``."""
+
+    def __init__(self, root: PathLike, decoder: Optional[str] = None, size: Size = 256,
+                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS, crop: Optional[Crop] = None,
+                 decode_threads: Optional[int] = None) -> None:
+        check_on_error(on_error)  # before the scan, which may take minutes on a large folder
+        index = scan_image_folder(root)
+        super().__init__(index.relpaths, index.labels, index.classes, decoder, size, transform, on_error, max_pixels,
+                         crop, decode_threads, root=index.root)
 
 
 class PackBackedDataset(LabeledImageDataset):
@@ -304,7 +384,7 @@ class PackBackedDataset(LabeledImageDataset):
     and batched reads in file order."""
 
     def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
-                 check_crc: bool, kind: str, wrong_kind: str, crop: Optional[RandomResizedCrop] = None,
+                 check_crc: bool, kind: str, wrong_kind: str, crop: Optional[Crop] = None,
                  decode_threads: Optional[int] = None) -> None:
         super().__init__(transform, on_error, crop, decode_threads)
         self.reader = PackReader(pack_path, check_crc=check_crc)
@@ -320,30 +400,22 @@ class PackBackedDataset(LabeledImageDataset):
         return self.reader.records["offset"][indices]
 
 
-class PackedDataset(PackBackedDataset):
-    """Encoded images from one pack file (`labkit pack`), read through mmap and decoded per sample."""
+class PackedDataset(EncodedImages, PackBackedDataset):
+    """Encoded images from one pack file (`labkit pack`), read through mmap and decoded by ``decoder``
+    (default: the fastest installed)."""
 
     fills_batches = True
 
-    def __init__(self, pack_path: PathLike, decoder: str = "pil", size: Size = 256,
+    def __init__(self, pack_path: PathLike, decoder: Optional[str] = None, size: Size = 256,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Optional[RandomResizedCrop] = None,
+                 max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Optional[Crop] = None,
                  decode_threads: Optional[int] = None) -> None:
         super().__init__(pack_path, transform, on_error, check_crc, "encoded",
                          "holds decoded arrays; open it with DecodedArrayDataset", crop, decode_threads)
-        self.decoder = decoder
-        self._decode = get_decoder(decoder)
-        self.size = target_hw(size) if crop is None else crop.output_hw
-        self.max_pixels = max_pixels
+        self.use_decoder(decoder, size, crop, max_pixels)
 
     def read_raw(self, index: int) -> bytes:
         return self.reader.read(index)
-
-    def decode_raw(self, raw: bytes) -> torch.Tensor:
-        return self._decode(raw, self.size, self.max_pixels)
-
-    def crop_raw(self, raw: bytes, index: int, epoch: int) -> torch.Tensor:
-        return self.crop.decode(raw, index, epoch, self.decoder, self.max_pixels)  # type: ignore[union-attr]
 
     def __repr__(self) -> str:
         return (f"PackedDataset({self.reader.path!r}, {len(self)} images, {len(self.classes)} classes, "
@@ -361,7 +433,7 @@ class DecodedArrayDataset(PackBackedDataset):
 
     def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]] = None,
                  on_error: str = "raise", size: Size = None, check_crc: bool = True,
-                 crop: Optional[RandomResizedCrop] = None, decode_threads: Optional[int] = None) -> None:
+                 crop: Optional[Crop] = None, decode_threads: Optional[int] = None) -> None:
         super().__init__(pack_path, transform, on_error, check_crc, "decoded",
                          "holds encoded images; open it with PackedDataset, or make a decoded pack with "
                          "`labkit pack --decoded SIZE`", crop, decode_threads)

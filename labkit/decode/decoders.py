@@ -14,7 +14,7 @@ The decoders on Pillow, torchvision and torchcodec, with one contract, so a lab 
                  resize on the uint8 tensor; formats it cannot read (BMP, TIFF, ...) go through PIL.
 ``torchcodec``   ``torchcodec.decoders.decode_image``, which supersedes torchvision's image decoders
                  (deprecated in torchvision 0.29), then the same resize. Listed only where the optional
-                 ``torchcodec`` package imports (``pip install labkit[torchcodec]``; its image decoders
+                 ``torchcodec`` package imports (``pip install torch-labkit[torchcodec]``; its image decoders
                  need no system library: FFmpeg is for its video decoders only).
 
 Every decoder returns RGB whatever the file holds (grayscale, CMYK, palette, alpha — the alpha
@@ -37,7 +37,7 @@ import torch
 from PIL import Image, ImageOps
 from torch.nn.functional import interpolate
 
-from labkit.core.errors import LabkitError, LabkitValueError
+from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
 
 Size = Union[int, Tuple[int, int], Sequence[int], None]
 
@@ -61,12 +61,14 @@ def target_hw(size: Size) -> Optional[Tuple[int, int]]:
     """``256`` → ``(256, 256)``; ``(h, w)`` stays; ``None`` means keep the decoded size."""
     if size is None:
         return None
-    if isinstance(size, int):
-        hw = (size, size)
+    whole = (int, np.integer)
+    if isinstance(size, whole) and not isinstance(size, bool):
+        hw = (int(size), int(size))
+    elif isinstance(size, (tuple, list)) and len(size) == 2 and all(isinstance(s, whole) for s in size):
+        hw = (int(size[0]), int(size[1]))
     else:
-        hw = tuple(int(s) for s in size)
-        if len(hw) != 2:
-            raise LabkitValueError(f"size must be an int or (height, width), got {size!r}")
+        raise LabkitTypeError(f"size={size!r}: give whole pixels, an int (a square) or (height, width), e.g. "
+                              f"size=224 or size=(224, 320)")
     if min(hw) < 1:
         raise LabkitValueError(f"size must be positive, got {size!r}")
     return hw  # type: ignore[return-value]
@@ -253,7 +255,7 @@ def torchcodec_available() -> bool:
 
 def _require_torchcodec() -> None:
     if not torchcodec_available():
-        raise LabkitError("the torchcodec decoder needs the torchcodec package: pip install 'labkit[torchcodec]' "
+        raise LabkitError("the torchcodec decoder needs the torchcodec package: pip install 'torch-labkit[torchcodec]' "
                           "(or choose another decoder)")
 
 

@@ -19,7 +19,7 @@ _ORIENTATION_TAG = 0x0112
 _SHORT = 3
 
 
-def jpeg_orientation(data: bytes) -> int:
+def exif_orientation(data: bytes) -> int:
     """The EXIF orientation (1-8) of the JPEG ``data``: 1 where there is none, or it cannot be read.
 
     As Pillow does, only the first APP1 segment that starts ``Exif\\0\\0`` counts.

@@ -56,6 +56,7 @@ class RandomResizedCrop:
 
     @property
     def output_hw(self) -> Tuple[int, int]:
+        """(height, width) of the images it makes."""
         hw = target_hw(self.size)
         assert hw is not None  # refused in __post_init__
         return hw

@@ -28,6 +28,13 @@ from labkit.decode.pil_crop import CropDecoder, crop_after_decode, crop_pil_redu
 PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
 #: The order in which the kit prefers decoders for speed (measured in benchmarks/train_pipeline.py).
 PREFERRED = ("turbojpeg", "simplejpeg", "pil-reduced")
+#: The decoder name for pixels stored already decoded (a decoded pack): nothing is decoded.
+NO_DECODE = "none"
+
+
+def decoder_label(name: str) -> str:
+    """A decoder's name as tables show it: `NO_DECODE` says what it stands for."""
+    return f"{name} (decoded pack)" if name == NO_DECODE else name
 
 
 @dataclass(frozen=True)
@@ -65,7 +72,7 @@ def _known() -> List[Tuple[DecoderInfo, bool]]:
                      frozenset(TORCHVISION_FORMATS), False, False, True, decoder_stages.torchvision_stages), True),
         (DecoderInfo("torchcodec", decode_torchcodec, crop_after_decode(decode_torchcodec), "torchcodec",
                      frozenset(TORCHCODEC_FORMATS), False, False, True, decoder_stages.torchcodec_stages,
-                     "pip install 'labkit[torchcodec]'", optional=True), _optional("torchcodec")),
+                     "pip install 'torch-labkit[torchcodec]'", optional=True), _optional("torchcodec")),
         (DecoderInfo("simplejpeg", decode_simplejpeg, crop_simplejpeg, "simplejpeg (libjpeg-turbo 3) + torch resize",
                      frozenset({"JPEG"}), True, True, True, decoder_stages.simplejpeg_stages,
                      "pip install simplejpeg"), _optional("simplejpeg")),
@@ -101,7 +108,7 @@ def get_decoder(name: str) -> Decoder:
     return info.decode
 
 
-def decode(data: bytes, size: Size = 256, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_image(data: bytes, size: Size = 256, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """Decode ``data`` with the decoder named ``decoder`` to a uint8 tensor of shape (3, H, W)."""
     return get_decoder(decoder)(data, size, max_pixels)
 

@@ -26,7 +26,7 @@ import torch
 from labkit.decode.crop_box import CropBox, dct_scale, reduction_for
 from labkit.decode.decoders import (MAX_PIXELS, DecodeError, Size, decode_pil_reduced, describe_failure,
                                     refuse_oversized, resize_uint8, target_hw)
-from labkit.decode.jpeg_orientation import jpeg_orientation, orient, rotates
+from labkit.decode.jpeg_orientation import exif_orientation, orient, rotates
 from labkit.decode.pil_crop import crop_pil_reduced
 
 #: The JPEG colour spaces simplejpeg turns into RGB as Pillow does; CMYK and YCCK go to Pillow.
@@ -56,7 +56,7 @@ def own_jpeg(data: bytes, max_pixels: int = MAX_PIXELS) -> Optional[Tuple[int, i
     if not is_jpeg(data):
         return None
     height, width, colorspace = jpeg_header(data, max_pixels)
-    return (height, width, jpeg_orientation(data)) if colorspace in OWN_COLORSPACES else None
+    return (height, width, exif_orientation(data)) if colorspace in OWN_COLORSPACES else None
 
 
 def decode_displayed(data: bytes, height: int, width: int, orientation: int,

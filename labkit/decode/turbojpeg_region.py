@@ -26,7 +26,7 @@ import torch
 
 from labkit.decode.crop_box import CropBox, dct_scale
 from labkit.decode.decoders import MAX_PIXELS, DecodeError, describe_failure, refuse_oversized
-from labkit.decode.jpeg_orientation import jpeg_orientation
+from labkit.decode.jpeg_orientation import exif_orientation
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, is_jpeg
 
 LIBRARY_ENV = "LABKIT_TURBOJPEG"
@@ -108,7 +108,7 @@ def crop_turbojpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: 
                    max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """The box ``draw(height, width)`` gives, decoded alone (its iMCUs, one more on every side) at the DCT scale
     that keeps it at least ``output_hw``, then resized and flipped."""
-    if not is_jpeg(data) or jpeg_orientation(data) != 1:
+    if not is_jpeg(data) or exif_orientation(data) != 1:
         return crop_simplejpeg(data, draw, output_hw, max_pixels)
     lib, handle, size = _LIB, _handle(), len(data)
     if lib.tj3DecompressHeader(handle, data, size) != 0:  # type: ignore[union-attr]

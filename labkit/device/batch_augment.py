@@ -11,7 +11,13 @@ normalisation are elementwise passes over the output, which is smaller than the 
 
 Boxes and factors are drawn on the CPU from (seed, epoch, key) per sample, a few numbers each, and moved
 to the device with the batch: the same draws on a CPU and on CUDA, resumable, and independent of how the
-batch was assembled. ``keys`` identify the samples (their dataset indices, or their position in the epoch).
+batch was assembled. ``keys`` identify the samples (their dataset indices); without them, ``start`` (the
+batch's first position in the epoch: step × batch size) numbers them. The epoch has no default, so that
+no run gets the same crops every epoch by forgetting it.
+
+The crop normalises its output (``mean``/``std``), so it takes the batch before anything else has:
+uint8, or float in 0..255 with ``mean=None``. A float batch with normalisation on is refused, since it is
+most likely normalised already (`DevicePrefetcher` does so by default: give it ``normalize=None``).
 """
 
 from __future__ import annotations
@@ -55,7 +61,7 @@ class BatchRandomResizedCrop:
         if (self.mean is None) != (self.std is None):
             raise LabkitValueError("give both mean and std to normalise, or neither for 0..255 floats")
 
-    def parameters(self, height: int, width: int, keys: Keys, epoch: int = 0) -> np.ndarray:
+    def parameters(self, height: int, width: int, keys: Keys, epoch: int) -> np.ndarray:
         """Per sample: top, left, height, width of its box, flip (0/1), brightness and contrast factors."""
         rows = []
         for key in (keys.tolist() if isinstance(keys, torch.Tensor) else keys):
@@ -66,12 +72,24 @@ class BatchRandomResizedCrop:
             rows.append((box.top, box.left, box.height, box.width, float(box.flip), b, c))
         return np.asarray(rows, dtype=np.float64).reshape(-1, 7)
 
-    def __call__(self, images: torch.Tensor, keys: Keys, epoch: int = 0) -> torch.Tensor:
+    def __call__(self, images: torch.Tensor, keys: Optional[Keys] = None, *, epoch: int,
+                 start: Optional[int] = None) -> torch.Tensor:
+        """The batch's crops in ``epoch``: sample k's drawn from ``keys[k]`` (its dataset index), or from
+        ``start + k`` (its position in the epoch); float32 out, normalised unless ``mean`` is None."""
         from torchvision.ops import roi_align
 
         if images.ndim != 4:
             raise LabkitValueError(f"images of shape {tuple(images.shape)}: pass a batch, N x C x H x W")
         n, _, height, width = images.shape
+        if (keys is None) == (start is None):
+            raise LabkitValueError("pass keys= (the samples' dataset indices) or start= (the batch's first position "
+                                   "in the epoch, step x batch size), one of them")
+        if images.is_floating_point() and self.mean is not None:
+            raise LabkitValueError("a float batch, and this crop normalises: it is probably normalised already "
+                                   "(DevicePrefetcher does by default). Crop the uint8 batch (DevicePrefetcher("
+                                   "loader, normalize=None)), or give mean=None, std=None for floats in 0..255")
+        if keys is None:
+            keys = range(int(start), int(start) + n)  # type: ignore[arg-type]
         if len(keys) != n:
             raise LabkitValueError(f"{len(keys)} keys for {n} images: one key (e.g. its dataset index) per sample")
         params = torch.as_tensor(self.parameters(height, width, keys, epoch), dtype=torch.float32)

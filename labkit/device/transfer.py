@@ -11,12 +11,13 @@ On the CPU the same object does the same conversions, so code and results do not
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 
 from labkit.collate.collate_fns import MixUp
 from labkit.core.host_buffers import HostBuffers
+from labkit.core.errors import LabkitTypeError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -41,7 +42,7 @@ def normalize_uint8(images: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN,
     `labkit.core.host_buffers.HostBuffers`), else a new one.
     """
     scale, shift = normalize_affine(mean, std, images.device)
-    converted = images.to(torch.float32) if out is None else out.copy_(images)
+    converted = images.to(torch.float32, copy=True) if out is None else out.copy_(images)  # never the input itself
     return converted.mul_(scale).add_(shift)
 
 
@@ -98,7 +99,8 @@ class DevicePrefetcher:
     (`normalize_mix_uint8`) rather than run after it (a subclass of it is called as given).
     On a CPU the float batches are written into reused `HostBuffers` (``buffers``), so each
     step does not pay 12,800 page faults for a fresh 50 MiB tensor; a batch you keep is never
-    overwritten.
+    overwritten. `state_dict` is the loader's (and the mix's) as of the batch last handed out, so a
+    checkpoint saves the prefetcher's state, not the loader's, which is a batch ahead on CUDA.
     """
 
     def __init__(self, loader: Iterable, device: Union[str, torch.device, None] = None,
@@ -109,6 +111,7 @@ class DevicePrefetcher:
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         self.normalize, self.mix, self.channels_last = normalize, mix, channels_last
         self.buffers = buffers if buffers is not None else HostBuffers()
+        self._state: Optional[Dict[str, Any]] = None  # on CUDA: the state as of the batch last handed out
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
@@ -135,7 +138,30 @@ class DevicePrefetcher:
             images, rest[0] = mix(images, rest[0])
         return type(batch)([images, *rest]) if isinstance(batch, tuple) else [images, *rest]
 
+    def state_dict(self) -> Dict[str, Any]:
+        """The loader's state (and ``mix``'s, where it has one) as of the last batch handed out, not of the
+        one prepared ahead of it on CUDA: what a checkpoint of the loop must hold."""
+        return self._state if self._state is not None else self._snapshot()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue from `state_dict`: the loader's place, and ``mix``'s draws."""
+        self.loader.load_state_dict(state["loader"])  # type: ignore[attr-defined]
+        if "mix" in state:
+            self.mix.load_state_dict(state["mix"])  # type: ignore[union-attr]
+        self._state = None
+
+    def _snapshot(self) -> Dict[str, Any]:
+        if not hasattr(self.loader, "state_dict"):
+            raise LabkitTypeError(f"{type(self.loader).__name__} keeps no state: build the loader with "
+                                  "labkit.make_loader, whose loader does")
+        state = {"loader": self.loader.state_dict()}  # type: ignore[attr-defined]
+        if hasattr(self.mix, "state_dict"):
+            state["mix"] = self.mix.state_dict()  # type: ignore[union-attr]
+        return state
+
     def __iter__(self) -> Iterator[Any]:
+        saves = hasattr(self.loader, "state_dict")
+        self._state = None
         if self.device.type != "cuda":
             for batch in self.loader:
                 yield self.prepare(batch)
@@ -143,19 +169,21 @@ class DevicePrefetcher:
         side = torch.cuda.Stream(self.device)
         batches = iter(self.loader)
 
-        def preload() -> Any:
+        def preload() -> Tuple[Any, Optional[Dict[str, Any]]]:
             try:
                 batch = next(batches)
             except StopIteration:
-                return None
+                return None, None
             with torch.cuda.stream(side):
-                return self.prepare(batch)
+                prepared = self.prepare(batch)
+            return prepared, (self._snapshot() if saves else None)
 
-        upcoming = preload()
+        upcoming, upcoming_state = preload()
         while upcoming is not None:
             compute = torch.cuda.current_stream(self.device)
             compute.wait_stream(side)  # the copy and conversion of `upcoming` are done before compute uses it
-            current = upcoming
+            current, self._state = upcoming, upcoming_state
             _record_stream(current, compute)  # its memory is in use on the compute stream too
-            upcoming = preload()  # issue the next copy before handing this batch out
+            upcoming, upcoming_state = preload()  # issue the next copy before handing this batch out
             yield current
+        self._state = None

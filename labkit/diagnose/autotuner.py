@@ -32,7 +32,7 @@ from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitRuntimeError
 from labkit.core.machine import memory_facts
 from labkit.datasets.map_style import DecodedArrayDataset, PackedDataset
-from labkit.decode.registry import DECODERS
+from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label
 from labkit.device.transfer import DevicePrefetcher
 from labkit.diagnose.doctor import shm_batches
 from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader
@@ -40,9 +40,6 @@ from labkit.measure.process_memory import PeakMemory, tree_memory_measure
 from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.thread_budget import torch_threads
 from labkit.workers.thread_loader import ThreadLoader
-
-NO_DECODE = "none (decoded pack)"
-
 
 @dataclass(frozen=True)
 class Config:
@@ -94,12 +91,12 @@ class TuneResult:
         for t in self.trials:
             threads = t.config.main_threads or "-"
             workers = t.config.num_workers or ("0" if t.config.decoder == NO_DECODE else "threads")
-            lines.append(f"{t.config.decoder:<22}{workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
+            lines.append(f"{decoder_label(t.config.decoder):<22}{workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
                          f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.verdict}")
         b = self.best
         loader = (f"num_workers={b.num_workers}" if b.num_workers or b.decoder == NO_DECODE
                   else "no worker processes (ThreadLoader: decoding threads in the main process)")
-        lines.append(f"decision: decoder={b.decoder}, {loader}, prefetch_factor={b.prefetch_factor}, main "
+        lines.append(f"decision: decoder={decoder_label(b.decoder)}, {loader}, prefetch_factor={b.prefetch_factor}, main "
                      f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
                      f"images/s, within the budget ({self.budget})")
         if self.machine:

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 from labkit.collate.collate_fns import stack_uint8
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitTypeError
+from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset
@@ -81,7 +82,7 @@ class BottleneckReport:
 
     def plot(self, ax: Any = None) -> Any:
         """Horizontal bars of each stage's cost per batch, with workers sharing worker stages."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(7, 3))[1]
         names = [s.name for s in self.stages]
@@ -226,7 +227,7 @@ class SlowSampleReport:
 
     def plot(self, ax: Any = None) -> Any:
         """Histogram of per-sample times (log scale): a long right tail is the stutter of seed 6.4."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(6, 3))[1]
         ax.hist(np.asarray(self.seconds) * 1000, bins=40, log=True)
@@ -280,7 +281,7 @@ class Timeline:
 
     def plot(self, ax: Any = None) -> Any:
         """One lane per worker with a bar per batch fetched; ticks on the top lane when the loop got one."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(9, 2.5))[1]
         workers = sorted({f["worker"] for f in self.fetches})

@@ -45,6 +45,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from labkit.core.errors import LabkitValueError
 from labkit.core.machine import os_name, process_maps, running
+from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.measure.process_memory import MEASURES, private_bytes, read_memory, rss_bytes, unique_anonymous_bytes
 from labkit.workers.loader_factory import make_loader
@@ -409,7 +410,7 @@ class WorkerMemoryTrace:
 
     def plot(self, ax: Any = None, label: str = "", kind: str = "private", color: Any = None) -> Any:
         """One line per worker: MiB of ``kind`` memory against epochs."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(7, 3.5))[1]
         for k, (worker, values) in enumerate(self.mib(kind).items()):

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from labkit.core.errors import LabkitKeyError, LabkitValueError
+from labkit.core.plotting import pyplot
 from labkit.decode.decoder_stages import Stage
 from labkit.decode.decoders import Size, target_hw
 from labkit.decode.registry import DECODERS, decoder_info
@@ -126,7 +127,7 @@ class StageReport:
 
     def plot(self, ax: Any = None) -> Any:
         """One stacked bar per decoder: the median ms of each stage."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(7, 3.5))[1]
         names = [r.decoder for r in self.results]

@@ -21,5 +21,4 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "CheckpointError": "checkpoint",
     "save_checkpoint": "checkpoint",
     "load_checkpoint": "checkpoint",
-    "loader_state": "checkpoint",
 })

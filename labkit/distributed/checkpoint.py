@@ -13,9 +13,8 @@ unpickles with ``torch.load(weights_only=True)``: tensors, numbers, strings, lis
 and dicts come back; a checkpoint that asks for any other object is refused and no code
 in it runs.
 
-`loader_state` is the sampler's half of the state: with DataLoader workers the sampler has
-handed out indices for the batches still in flight, so the checkpoint must count what the
-training loop consumed, not what the sampler gave away.
+The loader's half of the state comes from the loader itself (`labkit.workers.stateful_loader`):
+``save_checkpoint({"model": ..., "loader": loader.state_dict()}, path)``.
 """
 
 from __future__ import annotations
@@ -25,14 +24,13 @@ import os
 import re
 import struct
 import zlib
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping
 
 import torch
 
 from labkit.core.atomic import atomic_file
-from labkit.core.errors import LabkitError, LabkitTypeError
+from labkit.core.errors import LabkitError
 from labkit.core.string_table import PathLike
-from labkit.samplers.resumable import ResumableSampler
 
 MAGIC = b"LKCKPT01"
 HEADER_STRUCT = struct.Struct("<QI")  # payload length, CRC32 of the payload
@@ -88,18 +86,3 @@ def load_checkpoint(path: PathLike, map_location: Any = "cpu") -> Dict[str, Any]
         raise CheckpointError(f"{path} passed its checksum but torch.load cannot read it ({error}): it was not "
                               "written by save_checkpoint, or by a torch this one cannot read") from error
     return state
-
-
-def loader_state(sampler: ResumableSampler, steps_in_epoch: int, batch_size: Optional[int]) -> Dict[str, Any]:
-    """The sampler state to checkpoint once the loop has consumed ``steps_in_epoch`` batches of this epoch.
-
-    ``batch_size`` is the DataLoader's; pass ``None`` when ``sampler`` is the ``batch_sampler`` (it
-    counts batches). A last, short batch is counted as what it held, so the state after the final step
-    resumes at the start of the next epoch. Restore with ``sampler.load_state_dict(state)``.
-    """
-    if not isinstance(sampler, ResumableSampler):
-        raise LabkitTypeError(f"{type(sampler).__name__} cannot resume mid-epoch: use a labkit.samplers.resumable sampler "
-                        "(BlockShuffleSampler, DistributedBlockSampler, ...) or torchdata's StatefulDataLoader")
-    if batch_size is None:
-        return sampler.state_dict(consumed=steps_in_epoch)
-    return sampler.state_dict(consumed=min(steps_in_epoch * batch_size, len(sampler)))

@@ -24,6 +24,7 @@ import psutil
 from labkit.core.environment import usable_cpu_ids
 from labkit.core.errors import LabkitValueError
 from labkit.core.machine import os_name
+from labkit.core.plotting import pyplot
 from labkit.measure.process_memory import cpu_seconds, descendants
 
 BUSY = 70.0  # percent: a core above this, on average over the run, counts as busy
@@ -106,7 +107,7 @@ class CoreUsage:
 
     def plot(self, ax: Any = None, title: str = "") -> Any:
         """One line per core: its busy share over the run (percent), I/O wait shaded below."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(7, 2.8), dpi=90)[1]
         for k, core in enumerate(self.cores):

@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, List, Optional
 import torch
 
 from labkit.core.errors import LabkitValueError
+from labkit.core.plotting import pyplot
 from labkit.device.transfer import DevicePrefetcher, to_device
 from labkit.workers.profiled_loader import LoaderReport, batch_length, timed_batches
 
@@ -61,7 +62,7 @@ class PrefetcherReport(LoaderReport):
 
     def plot(self, ax: Any = None) -> Any:
         """Stacked bars, one per step: fetch, transfer, convert, compute (ms)."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(8, 3))[1]
         steps = list(range(len(self.wait_s)))

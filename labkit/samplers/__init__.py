@@ -19,6 +19,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "ClassBalancedSampler": "resumable",
     "GroupedBatchSampler": "resumable",
     "RandomOffsetSequentialSampler": "resumable",
+    "RandomPermutationSampler": "resumable",
+    "InOrderSampler": "resumable",
     "EpochTagged": "epoch_tagged",
     "shuffle_buffer_order": "order_scores",
     "page_buffer_order": "order_scores",

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
+from labkit.core.plotting import pyplot
 from labkit.samplers.resumable import BlockShuffleSampler
 
 
@@ -163,7 +164,7 @@ def _nearby_labels(points: Dict[int, OrderScores], closeness: float = 0.03) -> D
 def plot_tradeoff(tradeoff: Tradeoff, ax: Any = None) -> Any:
     """Class entropy per batch against pages touched per batch: one point per block size (labelled),
     the random and sequential orders as markers. Returns the axes."""
-    import matplotlib.pyplot as plt
+    plt = pyplot()
 
     ax = ax or plt.subplots(figsize=(6.5, 3.6), dpi=80)[1]
     points = tradeoff.blocks

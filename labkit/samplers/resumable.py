@@ -20,20 +20,36 @@ How random and how local an order is (class mix, displacement, pages per batch) 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Sized, Tuple, Union
 
 import numpy as np
 import torch
 from torch.utils.data import Sampler, WeightedRandomSampler
 
 from labkit.core.environment import rank_and_world
-from labkit.core.errors import LabkitValueError
+from labkit.core.errors import LabkitTypeError, LabkitValueError
 
 Item = Union[int, List[int]]
+#: What the samplers count: a number of samples, or (as torch's samplers take) the dataset itself.
+SampleCount = Union[int, Sized]
 
 
 def _rng(seed: int, epoch: int) -> np.random.Generator:
     return np.random.default_rng([seed, epoch])
+
+
+def sample_count(n: SampleCount, sampler: str) -> int:
+    """How many samples ``n`` stands for: an int as is, a dataset (or any sized object) by its length."""
+    if isinstance(n, (int, np.integer)) and not isinstance(n, bool):
+        count = int(n)
+    elif hasattr(n, "__len__"):
+        count = len(n)
+    else:
+        raise LabkitTypeError(f"{sampler} takes the number of samples or the dataset, got {type(n).__name__}: "
+                              f"pass len(dataset) or the dataset")
+    if count < 0:
+        raise LabkitValueError(f"{sampler} needs a number of samples >= 0, got {count}")
+    return count
 
 
 class ResumableSampler(Sampler):
@@ -63,6 +79,11 @@ class ResumableSampler(Sampler):
             yield item
         if self.epoch == epoch:  # nobody called set_epoch meanwhile: move on by ourselves
             self.epoch = epoch + 1
+
+    @property
+    def next_start(self) -> Tuple[int, int]:
+        """The epoch and the position in it that the next pass starts from."""
+        return self.epoch, self._resume_at
 
     def set_epoch(self, epoch: int) -> None:
         """Use ``epoch``'s order next. A pending resume in that same epoch is kept."""
@@ -113,17 +134,18 @@ class BlockShuffleSampler(ResumableSampler):
     within blocks. `labkit.samplers.order_scores` measures what the trade costs.
     """
 
-    def __init__(self, n: int, block_size: int = 1024, window: int = 4, seed: int = 0) -> None:
+    def __init__(self, n: SampleCount, block_size: int = 1024, window: int = 4, seed: int = 0) -> None:
         super().__init__(seed)
         if block_size < 1 or window < 1:
             raise LabkitValueError(f"block_size and window must be >= 1, got {block_size}, {window}")
-        self.n, self.block_size, self.window = int(n), int(block_size), int(window)
+        self.n, self.block_size, self.window = sample_count(n, type(self).__name__), int(block_size), int(window)
 
     @classmethod
-    def for_batches(cls, n: int, batch_size: int, seed: int = 0) -> "BlockShuffleSampler":
+    def for_batches(cls, n: SampleCount, batch_size: int, seed: int = 0) -> "BlockShuffleSampler":
         """The layout the ablation and the autotuner use: blocks of n/16 samples but never less than a
         batch, shuffled 4 at a time, so a batch is read from at most 4 contiguous runs of the file
         (8 where windows meet). With fewer than 5 blocks (n < 5 batches) it is a plain shuffle."""
+        n = sample_count(n, cls.__name__)
         return cls(n, block_size=max(batch_size, n // 16), window=4, seed=seed)
 
     def __len__(self) -> int:
@@ -143,9 +165,10 @@ class DistributedBlockSampler(ResumableSampler):
     same rule as ``torch.utils.data.DistributedSampler``.
     """
 
-    def __init__(self, n: int, num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
+    def __init__(self, n: SampleCount, num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
                  drop_last: bool = False, block_size: int = 1024, window: int = 4) -> None:
         super().__init__(seed)
+        n = sample_count(n, type(self).__name__)
         self.n, self.block_size, self.window, self.drop_last = int(n), int(block_size), int(window), drop_last
         self.rank, self.num_replicas = rank_and_world(rank, num_replicas, required=True)
         if drop_last:
@@ -221,16 +244,37 @@ class GroupedBatchSampler(ResumableSampler):
         return batches
 
 
-class RandomOffsetSequentialSampler(ResumableSampler):
-    """In order, from a random start that changes each epoch, wrapping around (seed 2.2: sequences)."""
+class EverySampleOnce(ResumableSampler):
+    """Base of the samplers that yield each of ``n`` samples once an epoch, in an order of their own."""
 
-    def __init__(self, n: int, seed: int = 0) -> None:
+    def __init__(self, n: SampleCount, seed: int = 0) -> None:
         super().__init__(seed)
-        self.n = int(n)
+        self.n = sample_count(n, type(self).__name__)
 
     def __len__(self) -> int:
         return self.n
 
+
+class RandomOffsetSequentialSampler(EverySampleOnce):
+    """In order, from a random start that changes each epoch, wrapping around (seed 2.2: sequences)."""
+
     def order(self, epoch: int) -> List[int]:
         start = int(_rng(self.seed, epoch).integers(self.n)) if self.n else 0
         return np.roll(np.arange(self.n), -start).tolist()
+
+
+class RandomPermutationSampler(EverySampleOnce):
+    """A fresh random permutation each epoch (what ``shuffle=True`` gives), resumable: `make_loader`'s default."""
+
+    def order(self, epoch: int) -> List[int]:
+        return _rng(self.seed, epoch).permutation(self.n).tolist()
+
+
+class InOrderSampler(EverySampleOnce):
+    """0, 1, ..., n-1 every epoch (what ``shuffle=False`` gives), resumable mid-epoch."""
+
+    def __init__(self, n: SampleCount) -> None:
+        super().__init__(n, seed=0)
+
+    def order(self, epoch: int) -> List[int]:
+        return list(range(self.n))

@@ -1,4 +1,4 @@
-"""Where samples live on disk: image folders, the pack format, packing a folder into a pack, and shards.
+"""Where samples live on disk: image folders, the pack format, packing a folder or any iterable of samples into a pack, and shards.
 
 Import rule: labkit.storage may import labkit.core, labkit.decode, nothing else.
 
@@ -27,6 +27,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "PackReport": "packing",
     "read_file": "packing",
     "pack_folder": "packing",
+    "pack_samples": "sample_writer",
     "split_pack": "shards",
     "pack_records": "shards",
     "record_key": "shards",

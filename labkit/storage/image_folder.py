@@ -18,6 +18,7 @@ from labkit.core.errors import LabkitFileNotFoundError
 from labkit.core.string_table import PathLike, StringTable
 from labkit.core.user_paths import require_folder
 from labkit.core.wording import first
+from labkit.storage.pack_format import is_pack
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp", ".gif")
 
@@ -44,6 +45,9 @@ def _visible(name: str) -> bool:
 
 def scan_image_folder(root: PathLike) -> FolderIndex:
     """Index an ImageFolder tree; raise a clear error when it holds no class folder or no image."""
+    if os.path.isfile(root) and is_pack(root):
+        raise LabkitFileNotFoundError(f"{os.fspath(root)} is a labkit pack, not an ImageFolder: open it with "
+                                      "PackedDataset (DecodedArrayDataset for a decoded pack)")
     root = require_folder(root)
     with os.scandir(root) as entries:
         classes = sorted(e.name for e in entries if _visible(e.name) and e.is_dir())

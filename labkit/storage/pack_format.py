@@ -30,11 +30,21 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 import numpy as np
 
 from labkit.core.atomic import clear_dead_temporaries, publish, temporary_name
+from labkit.core.disk_space import disk_full_error, is_disk_full
 from labkit.core.errors import (LabkitError, LabkitFileNotFoundError, LabkitIndexError, LabkitOSError, LabkitTypeError,
                                 LabkitValueError)
 from labkit.core.string_table import PathLike, StringTable, printable
 
 MAGIC = b"LABKPACK"
+
+
+def is_pack(path: PathLike) -> bool:
+    """Whether the file at ``path`` starts as a labkit pack does (its header is not checked further)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(MAGIC)) == MAGIC
+    except OSError:
+        return False
 VERSION = 1
 HEADER_SIZE = 128
 KIND_ENCODED = 0
@@ -224,6 +234,10 @@ class PackReader:
         except FileNotFoundError:
             raise LabkitFileNotFoundError(f"{self.path}: no such pack file; make one with "
                                     f"`labkit pack FOLDER {self.path}`") from None
+        except IsADirectoryError:
+            raise LabkitFileNotFoundError(f"{self.path} is a folder, not a pack file: open an ImageFolder with "
+                                          f"ImageFolderDataset, or pack it first (`labkit pack {self.path} "
+                                          f"{self.path.rstrip(os.sep)}.pack`)") from None
         if zlib.crc32(trailer) != layout.trailer_crc:
             raise CorruptIndexError.at(self.path, "index checksum mismatch (records, paths or metadata damaged)",
                                        fix=REPACK)
@@ -277,7 +291,14 @@ class PackReader:
         return _KIND_NAMES[self.layout.kind]
 
     @property
+    def fields(self) -> Dict[str, List[Any]]:
+        """The samples' own fields (`labkit.storage.sample_writer.pack_samples`): {name: one JSON value per
+        sample, None where a sample has none}; empty for a pack without them."""
+        return dict(self.meta.get("fields", {}))
+
+    @property
     def nbytes(self) -> int:
+        """The pack file's size in bytes."""
         return self.layout.total_size
 
     def __repr__(self) -> str:
@@ -540,3 +561,14 @@ def verify_pack(path: PathLike, progress: bool = False) -> VerifyReport:
     for i in indices:
         reader.view(i)
     return VerifyReport(reader.path, reader.kind, len(reader), reader.nbytes, reader.classes)
+
+
+def abandon_pack(writer: Optional[PackWriter], dst: PathLike, error: BaseException) -> None:
+    """Remove what an unfinished pack left (if its writer had opened) after ``error``; a full disk raises
+    `DiskFullError` naming ``dst`` and how much was written, any other error is the caller's to re-raise."""
+    written = None
+    if writer is not None:
+        written = os.path.getsize(writer.tmp_path) if os.path.exists(writer.tmp_path) else None
+        writer.abort()
+    if is_disk_full(error):
+        raise disk_full_error(dst, written) from None

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from labkit.core.atomic import clear_dead_temporaries
-from labkit.core.disk_space import disk_full_error, is_disk_full, require_space
+from labkit.core.disk_space import require_space
 from labkit.core.environment import usable_cpus
 from labkit.core.machine import ignore_interrupts, interrupts_deferred
 from labkit.core.errors import LabkitRuntimeError
@@ -36,7 +36,7 @@ from labkit.core.wording import count
 from labkit.decode.decoders import MAX_PIXELS, DecodeError, check_decodable
 from labkit.decode.registry import get_decoder
 from labkit.storage.image_folder import FolderIndex, scan_image_folder
-from labkit.storage.pack_format import RECORD_DTYPE, PackWriter
+from labkit.storage.pack_format import RECORD_DTYPE, PackWriter, abandon_pack
 
 #: A decoded pack aligns each image to a cache line, so a batch copy never splits one.
 DECODED_ALIGNMENT = 64
@@ -322,12 +322,7 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
     except BaseException as error:
         _stop(executor, layout)  # before the file goes, so no worker writes on
         _close_worker()  # this process's own descriptor too, so the space comes back with the file
-        written = None
-        if writer is not None:
-            written = os.path.getsize(writer.tmp_path) if os.path.exists(writer.tmp_path) else None
-            writer.abort()
-        if is_disk_full(error):
-            raise disk_full_error(dst, written) from None
+        abandon_pack(writer, dst, error)
         raise
     finally:
         bar.close()

@@ -4,46 +4,103 @@
 stacking, pinned memory where CUDA exists, persistent workers, one thread per worker), and
 adds two optional layers: ``LABKIT_PROFILE=1`` in the environment (or ``profile=True``) prints
 a wait/compute report at the end of every epoch (seed section 8's "profile switch"), and
-``hang_timeout=`` turns a stuck worker into an explained error (`labkit.workers.watchdog`).
+``hang_timeout=`` turns a stuck worker into an explained error (`labkit.workers.watchdog`). The loader
+it returns keeps its own place in the order (`labkit.workers.stateful_loader`): resuming a killed
+run is ``loader.load_state_dict(checkpoint["loader"])``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+import warnings
+from typing import Any, Callable, Iterable, Optional, Tuple
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
 
 from labkit.collate.collate_fns import stack_uint8
 from labkit.core.environment import profile_enabled, usable_cpus
-from labkit.core.errors import LabkitValueError
+from labkit.core.errors import LabkitValueError, LabkitWarning
 from labkit.datasets.map_style import LabeledImageDataset
+from labkit.samplers.epoch_tagged import EpochTagged
+from labkit.samplers.resumable import InOrderSampler, RandomPermutationSampler, ResumableSampler
 from labkit.workers.profiled_loader import ProfiledLoader
+from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.thread_budget import limit_worker_threads
 from labkit.workers.watchdog import watched_loader
 from labkit.workers.worker_init import WorkerInitChain
 
 
-def make_loader(dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Optional[Sampler] = None,
-                num_workers: Optional[int] = None, collate_fn: Optional[Callable] = None,
-                pin_memory: Optional[bool] = None, prefetch_factor: Optional[int] = None,
-                persistent_workers: Optional[bool] = None, worker_init_fn: Optional[Callable[[int], None]] = None,
-                profile: Optional[bool] = None, hang_timeout: Optional[float] = None, **kwargs: Any) -> Iterable:
-    """A DataLoader over ``dataset``; every argument left as ``None`` gets labkit's default.
+DEFAULT_BATCH_SIZE = 64
 
-    Defaults: ``num_workers`` = usable CPUs less one (at least 1, at most 8);
-    ``collate_fn`` = `stack_uint8` for labkit image datasets; ``pin_memory`` where CUDA
-    exists; ``persistent_workers`` when there are workers; one native thread per worker.
+
+def default_num_workers() -> int:
+    """Usable CPUs less one (the main process needs one), at least 1, at most 8."""
+    return max(1, min(8, usable_cpus() - 1))
+
+
+def _order(dataset: Dataset, shuffle: Optional[bool], sampler: Optional[Sampler], batch_sampler: Optional[Sampler],
+           seed: Optional[int], generator: Optional[torch.Generator]) -> Tuple[Any, bool]:
+    """The sampler the loader draws from, and whether make_loader made it (and so drew its seed)."""
+    given = sampler if sampler is not None else batch_sampler
+    if given is not None:
+        if shuffle:
+            raise LabkitValueError(f"shuffle=True with {'sampler' if sampler is not None else 'batch_sampler'}="
+                                   f"{type(given).__name__}: the sampler decides the order, so torch's DataLoader "
+                                   "refuses both; drop shuffle=True (or the sampler)")
+        if seed is not None:
+            raise LabkitValueError("seed= seeds the order make_loader draws itself; with a sampler of your own, "
+                                   "give the seed to that sampler")
+        return (given.sampler if isinstance(given, EpochTagged) else given), False
+    if isinstance(dataset, IterableDataset):
+        if shuffle:
+            raise LabkitValueError(f"shuffle=True with an IterableDataset ({type(dataset).__name__}): the dataset "
+                                   "decides its order (torch's DataLoader refuses it too); shuffle inside the stream")
+        return None, False
+    if shuffle is False:
+        return InOrderSampler(dataset), False  # type: ignore[arg-type]
+    drawn = seed is None
+    chosen = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item()) if drawn else int(seed)  # type: ignore
+    return RandomPermutationSampler(dataset, seed=chosen), drawn  # type: ignore[arg-type]
+
+
+def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE, shuffle: Optional[bool] = None,
+                sampler: Optional[Sampler] = None, batch_sampler: Optional[Sampler] = None,
+                num_workers: Optional[int] = None, collate_fn: Optional[Callable] = None,
+                pin_memory: Optional[bool] = None, drop_last: bool = False, prefetch_factor: Optional[int] = None,
+                persistent_workers: Optional[bool] = None, worker_init_fn: Optional[Callable[[int], None]] = None,
+                seed: Optional[int] = None, profile: Optional[bool] = None, hang_timeout: Optional[float] = None,
+                **kwargs: Any) -> StatefulLoader:
+    """A DataLoader over ``dataset`` that keeps its own place (`StatefulLoader`); every argument left as
+    ``None`` gets labkit's default, and the rest mean what they mean to ``torch.utils.data.DataLoader``.
+
+    Defaults: the order is a fresh random permutation each epoch (``shuffle=False``: in order), seeded by
+    ``seed`` or, without one, by a draw from ``generator`` (torch's default one if none is given, so
+    ``torch.manual_seed`` makes it repeatable), and resumable either way; ``num_workers`` = `default_num_workers`; ``collate_fn`` =
+    `stack_uint8` for labkit image datasets; ``pin_memory`` where CUDA exists; ``persistent_workers``
+    when there are workers; one native thread per worker. Whatever the sampler, it is wrapped in
+    `EpochTagged`, so the epoch reaches every worker with each index.
     """
-    workers = max(1, min(8, usable_cpus() - 1)) if num_workers is None else num_workers
+    workers = default_num_workers() if num_workers is None else num_workers
+    if workers > usable_cpus():
+        warnings.warn(f"num_workers={workers} on {usable_cpus()} usable CPUs: the workers share the cores, and each "
+                      "holds its own batches in memory; more workers than cores rarely reads faster (run "
+                      "`labkit doctor` or `labkit autotune` to measure the count)", LabkitWarning, stacklevel=2)
+    order, drawn = _order(dataset, shuffle, sampler, batch_sampler, seed, kwargs.get("generator"))
     if collate_fn is None and isinstance(dataset, LabeledImageDataset):
         collate_fn = stack_uint8
-    options = dict(batch_size=batch_size, num_workers=workers, collate_fn=collate_fn,
+    options = dict(num_workers=workers, collate_fn=collate_fn,
                    pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory, **kwargs)
-    if sampler is not None:
-        options["sampler"] = sampler
+    if batch_sampler is not None:
+        if batch_size not in (DEFAULT_BATCH_SIZE, None) or drop_last:
+            raise LabkitValueError(f"batch_sampler= makes the batches, so batch_size={batch_size} and drop_last="
+                                   f"{drop_last} would be ignored: leave them out (torch's DataLoader refuses them too)")
+        options["batch_sampler"] = EpochTagged(order)
+        counted: Optional[int] = None
     else:
-        options["shuffle"] = shuffle
+        options.update(batch_size=batch_size, drop_last=drop_last)
+        if order is not None:
+            options["sampler"] = EpochTagged(order)
+        counted = batch_size
     if workers > 0:
         options["persistent_workers"] = True if persistent_workers is None else persistent_workers
         options["worker_init_fn"] = WorkerInitChain(limit_worker_threads, worker_init_fn)
@@ -55,4 +112,8 @@ def make_loader(dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sa
                         else DataLoader(dataset, **options))
     if profile or (profile is None and profile_enabled()):
         loader = ProfiledLoader(loader)
-    return loader
+    resumable = isinstance(order, ResumableSampler)
+    unsaved = ("" if resumable else f"its order comes from {type(order).__name__ if order is not None else type(dataset).__name__}, "
+               "which cannot save a place mid-epoch: use a labkit.samplers.resumable sampler (RandomPermutationSampler, "
+               "BlockShuffleSampler, DistributedBlockSampler, ...)")
+    return StatefulLoader(loader, order if resumable else None, counted, owns_seed=drawn, unsaved=unsaved)

@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator, List, Tuple
 import numpy as np
 
 from labkit.core.environment import PROFILE_ENV
+from labkit.core.plotting import pyplot
 
 DATA_BOUND = 0.30  # seed 3.4: above this share of the step waiting for data, the loader is the problem
 MODEL_BOUND = 0.10  # below it, the loader keeps up: look at the model
@@ -90,7 +91,7 @@ class LoaderReport:
 
     def plot(self, ax: Any = None) -> Any:
         """Stacked bars, one per step: wait, transfer, compute (ms)."""
-        import matplotlib.pyplot as plt
+        plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(8, 3))[1]
         steps = np.arange(len(self.wait_s))

@@ -41,3 +41,10 @@ def test_clear_errors_for_missing_or_empty_roots(tmp_path):
     os.makedirs(tmp_path / "a")
     with pytest.raises(FileNotFoundError, match="no image files"):
         scan_image_folder(tmp_path)
+
+
+def test_a_pack_given_as_a_folder_is_named_a_pack(encoded_pack):
+    from labkit.core.errors import LabkitFileNotFoundError
+
+    with pytest.raises(LabkitFileNotFoundError, match="is a labkit pack, not an ImageFolder: open it with PackedDataset"):
+        scan_image_folder(encoded_pack)

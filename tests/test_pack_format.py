@@ -260,3 +260,12 @@ def test_a_failed_background_sync_fails_the_pack_instead_of_publishing_it(tmp_pa
     with pytest.raises(OSError, match=r"p\.pack\.tmp-\d+ to disk failed: Input/output error"):
         w.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_folder_given_as_a_pack_names_both_ways_out(tmp_path):
+    from labkit.core.errors import LabkitFileNotFoundError
+    from labkit.storage.pack_format import PackReader
+
+    with pytest.raises(LabkitFileNotFoundError, match="is a folder, not a pack file: open an ImageFolder with "
+                                                      "ImageFolderDataset, or pack it first"):
+        PackReader(str(tmp_path))

@@ -1,0 +1,106 @@
+"""A loader that keeps its own place: ``state_dict()`` / ``load_state_dict()``, as torchdata's
+``StatefulDataLoader`` has them, so that resuming a killed run is two lines.
+
+Why the loader and not the sampler: DataLoader workers take indices ahead of the loop
+(``prefetch_factor × num_workers`` batches), so the sampler's own position is not where training stands.
+`StatefulLoader` counts the batches the loop has taken and saves the sampler's state at that point:
+its seed, the epoch and the position in it. Resumed with any ``num_workers``, the rest of the epoch comes
+in the same order, each sample once; every per-sample random draw seeded by (seed, epoch, index), as
+labkit's crops are, repeats as well, because the sampler is wrapped in
+`labkit.samplers.epoch_tagged.EpochTagged` and the epoch reaches every worker with each index,
+persistent workers included.
+
+A pass the loop leaves early (``break``) still ends its epoch: the next ``iter()`` starts the next one,
+as a DataLoader's would, instead of replaying the same order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterable, Iterator, Optional
+
+from labkit.core.errors import LabkitTypeError, LabkitValueError
+from labkit.samplers.resumable import ResumableSampler
+
+STATE_VERSION = 1
+
+
+class StatefulLoader:
+    """``loader``'s batches, with the place of the loop in ``sampler``'s order as a state dict.
+
+    ``sampler`` is the resumable sampler that ``loader`` draws from (as its ``sampler``, or its
+    ``batch_sampler`` when ``batch_size`` is ``None``: its positions then count batches), or ``None`` for a
+    loader whose order cannot be saved (an IterableDataset, a sampler from outside labkit):
+    `state_dict` then says what to use instead. ``owns_seed`` lets `load_state_dict` adopt the saved seed:
+    true when the sampler was made by `labkit.workers.loader_factory.make_loader` from a seed the user
+    never chose.
+    """
+
+    def __init__(self, loader: Iterable, sampler: Optional[ResumableSampler], batch_size: Optional[int],
+                 owns_seed: bool = False, unsaved: str = "") -> None:
+        self.loader, self.sampler, self.batch_size = loader, sampler, batch_size
+        self._owns_seed, self._unsaved = owns_seed, unsaved
+        self._epoch: Optional[int] = None  # the epoch of the pass in progress (or left early)
+        self._start = self._steps = 0  # where that pass began in the order, and the batches taken since
+        self._resumed = False
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the pass in progress, else of the next one."""
+        if self._epoch is not None:
+            return self._epoch
+        return self._sampler("epoch").next_start[0]
+
+    def set_epoch(self, epoch: int) -> None:
+        """Use ``epoch``'s order for the next pass (the sampler's ``set_epoch``)."""
+        self._sampler("set_epoch").set_epoch(epoch)
+        self._epoch, self._resumed = None, True
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[Any]:
+        if self.sampler is None:
+            yield from self.loader
+            return
+        if self._epoch is not None and not self._resumed:  # the last pass was left early: that epoch is over
+            self.sampler.set_epoch(self._epoch + 1)
+        self._resumed = False
+        self._epoch, self._start = self.sampler.next_start
+        self._steps = 0
+        for batch in self.loader:
+            self._steps += 1
+            yield batch
+        self._epoch = None
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Where the loop stands: the sampler's seed, the epoch and how far into it the loop has taken batches."""
+        sampler = self._sampler("state_dict")
+        state = sampler.state_dict()
+        if self._epoch is None:
+            state["epoch"], state["position"] = sampler.next_start
+        else:
+            taken = self._steps if self.batch_size is None else self._steps * self.batch_size
+            state["epoch"], state["position"] = self._epoch, min(self._start + taken, len(sampler))
+        return {"version": STATE_VERSION, "sampler": state}
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        """Continue where the run that saved ``state`` stood; the next ``iter()`` starts there."""
+        sampler = self._sampler("load_state_dict")
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION or "sampler" not in state:
+            raise LabkitValueError("this is not a state saved by StatefulLoader.state_dict() (no 'version': "
+                                   f"{STATE_VERSION} and 'sampler'): pass what loader.state_dict() returned")
+        saved = state["sampler"]
+        if self._owns_seed and saved.get("sampler") == type(sampler).__name__:
+            sampler.seed = int(saved["seed"])  # the seed make_loader drew: the run being resumed drew another
+        sampler.load_state_dict(saved)
+        self._epoch, self._resumed = None, True
+
+    def _sampler(self, what: str) -> ResumableSampler:
+        if self.sampler is None:
+            raise LabkitTypeError(f"this loader cannot {what.replace('_', ' ')}: {self._unsaved}")
+        return self.sampler
+
+    def __getattr__(self, name: str) -> Any:  # dataset, batch_size, num_workers...: the wrapped loader's
+        if name in ("loader", "sampler"):  # not set yet (unpickling): no recursion
+            raise AttributeError(name)
+        return getattr(self.loader, name)
