@@ -31,3 +31,20 @@ def test_rank_and_world_outside_a_process_group():
 
 def test_consumer_slot_in_the_main_process_is_the_rank():
     assert consumer_slot(2, 3) == (2, 3)
+
+
+def test_local_rank_and_the_data_folder_are_read_in_one_place(monkeypatch, tmp_path):
+    from labkit.core import environment
+    from labkit.core.errors import LabkitValueError
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    assert environment.local_rank() == 0
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert environment.local_rank() == 3
+    monkeypatch.setenv("LOCAL_RANK", "three")
+    with pytest.raises(LabkitValueError, match="LOCAL_RANK='three' is not a whole number"):
+        environment.local_rank()
+    monkeypatch.delenv(environment.DATA_ENV, raising=False)
+    assert environment.configured_data_folder() is None
+    monkeypatch.setenv(environment.DATA_ENV, str(tmp_path / "d"))
+    assert environment.configured_data_folder() == str(tmp_path / "d")

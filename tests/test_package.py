@@ -192,3 +192,33 @@ def test_no_face_name_is_also_a_sub_module(package):
     face = importlib.import_module(package)
     modules = {info.name for info in pkgutil.iter_modules(face.__path__)}
     assert not set(face.__all__) & modules
+
+
+# torch's private names labkit knows of; any other `torch._x` or import from a private torch module is caught too
+TORCH_PRIVATE_ATTRIBUTES = {"_iterator", "_workers", "_shutdown_workers", "_worker_pids_set", "_remove_worker_pids",
+                            "_cdata", "_storage_Use_Count", "_get_iterator", "_index_sampler", "_sampler_iter"}
+DOOR = "labkit.core.torch_internals"
+
+
+def _torch_private_uses(path):
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("torch") and (
+                any(part.startswith("_") for part in node.module.split(".")) or
+                any(a.name.startswith("_") for a in node.names)):
+            yield node.lineno, f"from {node.module} import ..."
+        elif isinstance(node, ast.Attribute):
+            if node.attr in TORCH_PRIVATE_ATTRIBUTES:
+                yield node.lineno, f".{node.attr}"
+            elif (node.attr.startswith("_") and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
+                  and node.value.id == "torch"):
+                yield node.lineno, f"torch.{node.attr}"
+        elif isinstance(node, ast.Constant) and node.value in TORCH_PRIVATE_ATTRIBUTES:
+            yield node.lineno, repr(node.value)
+
+
+def test_torch_s_private_names_are_used_behind_one_door_only():
+    outside = [f"{os.path.relpath(path, ROOT)}:{line} {what}" for name, path in _modules() if name != DOOR
+               for line, what in _torch_private_uses(path)]
+    assert not outside, f"torch's private API outside {DOOR}:\n" + "\n".join(outside)
+    assert list(_torch_private_uses(importlib.util.find_spec(DOOR).origin))  # the scan sees the door's own uses

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import pickle
-import time
 
 import pytest
 from torch.utils.data import DataLoader
@@ -72,27 +71,54 @@ def test_percentiles_of_no_waits_are_zero():
     assert waits.percentile_s(99) == 99.0 and waits.percentile_s(50) == 50.0
 
 
-def test_a_slow_first_batch_is_start_up_not_a_wait():
-    start = time.perf_counter()
+class FakeClock:
+    """time.perf_counter and time.sleep for the demos and the slow dataset: time moves only when they sleep,
+    so what the waits add up to is known exactly, however loaded the machine is."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+    monotonic = perf_counter
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    import labkit.course.pitfalls as pitfalls
+    import labkit.course.worker_demos as worker_demos
+    import labkit.workers.profiled_loader as profiled_loader
+
+    fake = FakeClock()
+    for module in (worker_demos, pitfalls, profiled_loader):
+        monkeypatch.setattr(module, "time", fake)
+    return fake
+
+
+def test_a_slow_first_batch_is_start_up_not_a_wait(clock):
     waits = time_batch_waits(DataLoader(SlowAt(list(range(4)), {0: 0.1}), batch_size=2))
-    assert waits.first_s >= 0.1 and all(w < 0.1 for w in waits.waits_s)
-    assert time.perf_counter() - start >= waits.first_s + waits.total_s - 1e-6
+    assert waits.first_s == pytest.approx(0.1) and waits.waits_s == [0.0]
+    assert clock.now == pytest.approx(waits.first_s + waits.total_s)
 
 
-def test_startup_batches_are_left_out_of_the_waits():
+def test_startup_batches_are_left_out_of_the_waits(clock):
     ds = SlowAt(list(range(8)), {2: 0.1})  # the second batch is slow
     waits = time_batch_waits(DataLoader(ds, batch_size=2), key=lambda b: int(b[0]), startup_batches=2)
-    assert waits.keys == [0, 2, 4, 6] and len(waits.waits_s) == 2 and waits.worst_s < 0.1 <= waits.first_s
+    assert waits.keys == [0, 2, 4, 6] and waits.waits_s == [0.0, 0.0] and waits.first_s == pytest.approx(0.1)
     with pytest.raises(ValueError):
         time_batch_waits(DataLoader(ds, batch_size=2), startup_batches=0)
     assert time_batch_waits([1, 2], startup_batches=5).waits_s == []  # an epoch shorter than its start-up
 
 
-def test_the_epoch_ends_with_the_last_step_not_with_the_loader_s_shutdown():
+def test_the_epoch_ends_with_the_last_step_not_with_the_loader_s_shutdown(clock):
     def slow_to_stop():
         yield 1
         yield 2
-        time.sleep(0.2)  # as a DataLoader joins its workers after the last batch
+        clock.sleep(0.2)  # as a DataLoader joins its workers after the last batch
 
     waits = time_batch_waits(slow_to_stop(), step_s=0.01)
-    assert len(waits.waits_s) == 1 and 0.01 <= waits.total_s < 0.15
+    assert len(waits.waits_s) == 1 and waits.total_s == pytest.approx(0.02)  # two steps, not the 0.2 s shutdown

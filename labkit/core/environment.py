@@ -17,6 +17,12 @@ PROFILE_ENV = "LABKIT_PROFILE"
 DATA_ENV = "LABKIT_DATA"
 
 
+def configured_data_folder() -> Optional[str]:
+    """The data folder ``LABKIT_DATA`` names (user's ``~`` expanded, made absolute), or None when unset."""
+    configured = os.environ.get(DATA_ENV)
+    return os.path.abspath(os.path.expanduser(configured)) if configured else None
+
+
 def flag(name: str, default: bool = False) -> bool:
     """An on/off ``LABKIT_*`` switch: on when set to anything but ``""``/``0``/``false``/``no``; ``default``
     when unset."""
@@ -66,6 +72,17 @@ def clone_root() -> Optional[str]:
     an installed labkit."""
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return top if os.path.exists(os.path.join(top, "pyproject.toml")) else None
+
+
+def local_rank() -> int:
+    """This process's rank on its node, as torchrun says it (``LOCAL_RANK``); 0 outside torchrun. A value that
+    is not a whole number is an error naming the variable."""
+    value = os.environ.get("LOCAL_RANK", "0")
+    try:
+        return int(value)
+    except ValueError:
+        raise LabkitValueError(f"LOCAL_RANK={value!r} is not a whole number: unset it, or start under torchrun, "
+                               "which sets it") from None
 
 
 def rank_and_world(rank: Optional[int] = None, world_size: Optional[int] = None,

@@ -22,8 +22,8 @@ import torch
 from torch.utils.data import get_worker_info
 
 from labkit.core.errors import LabkitValueError
+from labkit.core.torch_internals import storage_use_count
 
-_use_count = getattr(torch._C, "_storage_Use_Count", None)
 _POOL_REFS = 4  # the pool's list, the caller's loop variable, this function's argument, getrefcount's
 _STORAGE_REFS = 2  # the tensor itself, the temporary storage object asked about it
 
@@ -31,9 +31,8 @@ _STORAGE_REFS = 2  # the tensor itself, the temporary storage object asked about
 def storage_refs(tensor: torch.Tensor) -> Optional[int]:
     """How many tensors, views and storage objects refer to ``tensor``'s memory (``tensor`` counts);
     ``None`` where this PyTorch cannot tell."""
-    if _use_count is None:
-        return None
-    return _use_count(tensor.untyped_storage()._cdata) - (_STORAGE_REFS - 1)
+    count = storage_use_count(tensor)
+    return None if count is None else count - (_STORAGE_REFS - 1)
 
 
 def _unreferenced(tensor: torch.Tensor) -> bool:

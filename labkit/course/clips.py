@@ -35,6 +35,7 @@ from labkit.core.errors import LabkitFileNotFoundError
 from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike, StringTable
+from labkit.core.torch_internals import forget_iterator, live_iterator, shutdown_workers
 from labkit.decode.decoders import DecodeError, describe_failure, open_image
 from labkit.workers.staged_pipeline import StagedPipeline
 from labkit.workers.thread_budget import torch_threads
@@ -262,10 +263,10 @@ class LoaderRunner:
 
     def close(self) -> None:
         """Stop the workers (a no-op when none run)."""
-        iterator = getattr(self.loader, "_iterator", None)
-        if iterator is not None and hasattr(iterator, "_shutdown_workers"):
-            iterator._shutdown_workers()
-        self.loader._iterator = None
+        iterator = live_iterator(self.loader)
+        if iterator is not None:
+            shutdown_workers(iterator)
+        forget_iterator(self.loader)
 
     def __enter__(self) -> "LoaderRunner":
         return self

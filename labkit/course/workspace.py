@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
-from labkit.core.environment import DATA_ENV, clone_root, quick_mode
+from labkit.core.environment import DATA_ENV, clone_root, configured_data_folder, quick_mode
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.user_paths import check_output_folder, require_folder, write_probe_error
 from labkit.course.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
@@ -186,9 +186,9 @@ def data_root() -> str:
     the package's own location, so a notebook finds it whatever its working directory); else, for
     an installed labkit, ``~/.cache/labkit``.
     """
-    configured = os.environ.get(DATA_ENV)
+    configured = configured_data_folder()
     if configured:
-        return os.path.abspath(os.path.expanduser(configured))
+        return configured
     clone = clone_root()
     if clone is not None:
         return os.path.join(clone, "data")

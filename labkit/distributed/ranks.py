@@ -19,6 +19,7 @@ import torch.distributed as dist
 
 from labkit.core.atomic import atomic_file, clear_dead_temporaries
 from labkit.core.disk_space import require_space
+from labkit.core.environment import local_rank as this_node_rank
 from labkit.core.errors import LabkitOSError, LabkitRuntimeError, LabkitValueError
 from labkit.core.string_table import PathLike
 from labkit.core.wording import count
@@ -45,7 +46,7 @@ def init_from_env(backend: Optional[str] = None, timeout: Optional[datetime.time
     if missing:
         raise LabkitRuntimeError(f"{', '.join(missing)} not set: start this under torchrun, e.g. "
                            "`torchrun --nproc_per_node=2 -m labkit.course.ddp_demo`")
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    local_rank = this_node_rank()
     cuda = torch.cuda.is_available()
     backend = backend or ("nccl" if cuda else "gloo")
     device = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda and backend == "nccl" else \
@@ -122,7 +123,7 @@ def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: 
     on the local disk are refused before any is copied (`labkit.core.disk_space.DiskFullError`).
     """
     local_dir = os.fspath(local_dir)
-    local_rank = int(os.environ.get("LOCAL_RANK", 0)) if local_rank is None else local_rank
+    local_rank = this_node_rank() if local_rank is None else local_rank
     targets = [os.path.join(local_dir, os.path.basename(os.fspath(s))) for s in shards]
     if len(set(targets)) != len(targets):
         raise LabkitValueError("two shards have the same file name; staging would overwrite one with the other")

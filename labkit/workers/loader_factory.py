@@ -15,12 +15,13 @@ import warnings
 from typing import Any, Callable, Iterable, Optional, Tuple
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler
+from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, Subset
 
 from labkit.collate.collate_fns import stack_uint8
 from labkit.core.environment import profile_enabled, usable_cpus
 from labkit.core.errors import LabkitValueError, LabkitWarning
 from labkit.datasets.map_style import LabeledImageDataset
+from labkit.datasets.subset import EpochSubset
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.resumable import InOrderSampler, RandomPermutationSampler, ResumableSampler
 from labkit.workers.profiled_loader import ProfiledLoader
@@ -80,13 +81,16 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
     when there are workers; one native thread per worker. Whatever the sampler, it is wrapped in
     `EpochTagged`, so the epoch reaches every worker with each index.
     """
+    if isinstance(dataset, Subset):  # random_split's too: keep each index's epoch on its way to the dataset
+        dataset = EpochSubset(dataset)
     workers = default_num_workers() if num_workers is None else num_workers
     if workers > usable_cpus():
         warnings.warn(f"num_workers={workers} on {usable_cpus()} usable CPUs: the workers share the cores, and each "
                       "holds its own batches in memory; more workers than cores rarely reads faster (run "
                       "`labkit doctor` or `labkit autotune` to measure the count)", LabkitWarning, stacklevel=2)
     order, drawn = _order(dataset, shuffle, sampler, batch_sampler, seed, kwargs.get("generator"))
-    if collate_fn is None and isinstance(dataset, LabeledImageDataset):
+    images = dataset.dataset if isinstance(dataset, EpochSubset) else dataset
+    if collate_fn is None and isinstance(images, LabeledImageDataset):
         collate_fn = stack_uint8
     options = dict(num_workers=workers, collate_fn=collate_fn,
                    pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory, **kwargs)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import queue
-import signal
 import sys
 import threading
 import time
@@ -31,19 +30,11 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from labkit.core.errors import LabkitError, LabkitValueError
+from labkit.core.torch_internals import exit_text
 
 _STOP = None
 _POLL_S = 0.2
 _DEATH_WAIT_S = 2.0
-
-
-def _exit_text(exitcode: int) -> str:
-    if exitcode < 0:
-        try:
-            return f"exit code {exitcode}, killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            pass
-    return f"exit code {exitcode}"
 
 
 class PipelineError(LabkitError, RuntimeError):
@@ -247,7 +238,7 @@ class StagedPipeline:
             dead = self._dead(wait_s=_DEATH_WAIT_S if broken is not None else 0.0)
             if dead:
                 p = dead[0]
-                raise PipelineError(f"{p.name} (pid {p.pid}) died ({_exit_text(p.exitcode)}) before the pipeline "
+                raise PipelineError(f"{p.name} (pid {p.pid}) died ({exit_text(p.exitcode)}) before the pipeline "
                                     "finished") from None
             if broken is not None:
                 raise PipelineError(f"receiving a result failed ({type(broken).__name__}: {broken}) while every stage "

@@ -42,6 +42,8 @@ from torch.utils.data import DataLoader, Dataset
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.machine import memory_facts
 from labkit.core.shared_log import SharedLog
+from labkit.core.torch_internals import (exit_text, forget_iterator, forget_worker_pids, live_iterator, shutdown_workers,
+                                        worker_processes)
 from labkit.core.wording import first
 from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.workers.worker_init import WorkerInitChain
@@ -140,45 +142,26 @@ def _failed(log: SharedLog) -> List[Dict[str, Any]]:
     return [r for r in log.records() if r["event"] == "error"]
 
 
-def _exit_text(exitcode: int) -> str:
-    if exitcode < 0:
-        try:
-            return f"exit code {exitcode}, killed by {signal.Signals(-exitcode).name}"
-        except ValueError:
-            return f"exit code {exitcode}, killed by signal {-exitcode}"
-    return f"exit code {exitcode}"
-
-
-def _forget_worker_pids(iterator: Any) -> None:
-    """Take ``iterator``'s workers out of torch's SIGCHLD handler, which would raise their death in
-    whatever the main thread is running; this watchdog polls for deaths instead."""
-    from torch.utils.data._utils import signal_handling
-
-    if getattr(iterator, "_worker_pids_set", False):
-        signal_handling._remove_worker_pids(id(iterator))
-        iterator._worker_pids_set = False
-
-
 def _stop_workers(iterator: Any, kill: bool = True) -> None:
     """Stop every worker: killed at once when one is stuck or dead (a stuck one will not answer a polite
     shutdown), else asked to finish first — a worker killed while it makes a batch can leave that
     batch's /dev/shm file behind."""
     try:
-        _forget_worker_pids(iterator)
+        forget_worker_pids(iterator)
         if kill:
-            for w in getattr(iterator, "_workers", []):
+            for w in worker_processes(iterator):
                 if w.is_alive():
                     w.kill()
-            for w in getattr(iterator, "_workers", []):
+            for w in worker_processes(iterator):
                 w.join(timeout=5)
     finally:
-        iterator._shutdown_workers()
+        shutdown_workers(iterator)
 
 
 def _dead_workers(iterator: Any, even_clean: bool = False) -> List[Any]:
     """Workers of ``iterator`` that ended with an error or a signal (exit code not 0); with ``even_clean``,
     also those that ended cleanly (before the loader shut them down, any end is unexpected)."""
-    return [w for w in getattr(iterator, "_workers", []) if w.exitcode is not None and (even_clean or w.exitcode != 0)]
+    return [w for w in worker_processes(iterator) if w.exitcode is not None and (even_clean or w.exitcode != 0)]
 
 
 def wait_for_a_death(iterator: Any, wait_s: Optional[float] = None) -> List[Any]:
@@ -253,7 +236,7 @@ class WatchedLoader:
         """``iter(self.loader)``, its workers polled from then on. Persistent workers resuming a new epoch
         are waited for without polling (torch's own check finds a dead one within seconds), so a busy
         machine's slow answer is not mistaken for a hang; a death found then is reported as any other."""
-        previous = getattr(self.loader, "_iterator", None)
+        previous = live_iterator(self.loader)
         if previous is not None:
             previous._timeout = 0
         try:
@@ -264,7 +247,7 @@ class WatchedLoader:
             failure = self._failure(previous, e)
             previous = None
             raise failure from None
-        _forget_worker_pids(iterator)
+        forget_worker_pids(iterator)
         iterator._timeout = min(self.timeout, POLL_S)
         return iterator
 
@@ -305,7 +288,7 @@ class WatchedLoader:
     def _note_startup(self, iterator: Any, began: float) -> Optional[float]:
         """When the last of ``iterator``'s workers finished starting (None while one has not); sets
         `last_startup_s` when they were started by this epoch."""
-        workers = list(getattr(iterator, "_workers", []))
+        workers = worker_processes(iterator)
         started = [_read_mark(self.dump_dir, k, "started", w.pid) for k, w in enumerate(workers)]
         if not workers or any(t is None for t in started):
             return None
@@ -315,7 +298,7 @@ class WatchedLoader:
         return last
 
     def _hang_fix(self, iterator: Any) -> str:
-        workers = list(getattr(iterator, "_workers", []))
+        workers = worker_processes(iterator)
         if any(_read_mark(self.dump_dir, k, "started", w.pid) is None for k, w in enumerate(workers)):
             return _STARTUP_FIX
         return _HANG_FIX
@@ -332,8 +315,8 @@ class WatchedLoader:
     def _stop(self, iterator: Any, kill: bool = True) -> None:
         """Stop ``iterator``'s workers; a persistent loader then starts new ones for its next epoch."""
         _stop_workers(iterator, kill)
-        if getattr(self.loader, "_iterator", None) is iterator:
-            self.loader._iterator = None
+        if live_iterator(self.loader) is iterator:
+            forget_iterator(self.loader)
 
     def _in_flight_summary(self) -> str:
         failed = _failed(self.log)
@@ -351,8 +334,8 @@ class WatchedLoader:
     def diagnose(self, iterator: Any, headline: str, fix: str, stacks: bool = True) -> str:
         """What each worker of ``iterator`` is doing: alive, starting or dead, samples in flight, and (with
         ``stacks``) the Python stack of each one inside the dataset or still starting."""
-        _forget_worker_pids(iterator)  # nothing below may be interrupted by a worker's death
-        workers = list(getattr(iterator, "_workers", []))
+        forget_worker_pids(iterator)  # nothing below may be interrupted by a worker's death
+        workers = worker_processes(iterator)
         asked = [k for k, w in enumerate(workers) if stacks and self._answers(k, w)]
         for k in asked:
             os.kill(workers[k].pid, _DUMP_SIGNAL)
@@ -365,11 +348,11 @@ class WatchedLoader:
         busy = False
         for worker_id, w in enumerate(workers):
             if w.exitcode not in (None, 0):
-                state = f"dead ({_exit_text(w.exitcode)})"
+                state = f"dead ({exit_text(w.exitcode)})"
             elif _read_mark(self.dump_dir, worker_id, "started", w.pid) is None and w.is_alive():
                 state = "starting (no stack yet)" if worker_id not in asked else "starting, in worker_init_fn"
             else:
-                state = "alive" if w.is_alive() else f"ended ({_exit_text(w.exitcode or 0)})"
+                state = "alive" if w.is_alive() else f"ended ({exit_text(w.exitcode or 0)})"
             line = f"  worker {worker_id} (pid {w.pid}): {state}"
             record = fetches.get(worker_id)
             if record is not None and record["event"] == "start":

@@ -1,0 +1,73 @@
+"""The one door to PyTorch's private machinery: every name of torch's that starts with an underscore, and that
+labkit needs, is used here and nowhere else (a test holds it), as torch keeps its own in ``_utils``.
+
+What labkit needs from behind torch's public API, and why:
+
+* a DataLoader's live iterator and its worker processes: the watchdog names a stuck or dead worker and stops
+  them all; the course's clip runner stops them between runs;
+* taking those workers out of torch's SIGCHLD handler, which would raise their death inside whatever the
+  main thread runs, where the watchdog polls for it instead;
+* a storage's use count: reused host buffers and batch slots must know that no tensor still holds them.
+
+Each helper degrades to "not known" (None, an empty list) where a torch release has renamed what it reads.
+"""
+
+from __future__ import annotations
+
+import signal
+from typing import Any, List, Optional
+
+import torch
+
+_STORAGE_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+
+
+def storage_use_count(tensor: torch.Tensor) -> Optional[int]:
+    """How many references torch holds to ``tensor``'s storage (the temporary storage object asked counts
+    one); None where this PyTorch cannot tell."""
+    if _STORAGE_USE_COUNT is None:
+        return None
+    return _STORAGE_USE_COUNT(tensor.untyped_storage()._cdata)
+
+
+def live_iterator(loader: Any) -> Any:
+    """The iterator a DataLoader keeps between epochs (persistent workers), or None."""
+    return getattr(loader, "_iterator", None)
+
+
+def forget_iterator(loader: Any) -> None:
+    """Make the DataLoader start a fresh iterator (and fresh workers) on its next ``iter()``."""
+    if hasattr(loader, "_iterator"):
+        loader._iterator = None
+
+
+def worker_processes(iterator: Any) -> List[Any]:
+    """The worker processes of a DataLoader iterator (none for a single-process one)."""
+    return list(getattr(iterator, "_workers", []))
+
+
+def forget_worker_pids(iterator: Any) -> None:
+    """Take ``iterator``'s workers out of torch's SIGCHLD handler, which would raise their death in whatever
+    the main thread is running."""
+    from torch.utils.data._utils import signal_handling
+
+    if getattr(iterator, "_worker_pids_set", False):
+        signal_handling._remove_worker_pids(id(iterator))
+        iterator._worker_pids_set = False
+
+
+def shutdown_workers(iterator: Any) -> None:
+    """torch's own orderly shutdown of an iterator's workers, queues and pin-memory thread (a no-op for one
+    without workers)."""
+    if hasattr(iterator, "_shutdown_workers"):
+        iterator._shutdown_workers()
+
+
+def exit_text(exitcode: int) -> str:
+    """A process's exit code in words: ``exit code -9, killed by SIGKILL``."""
+    if exitcode < 0:
+        try:
+            return f"exit code {exitcode}, killed by {signal.Signals(-exitcode).name}"
+        except ValueError:
+            return f"exit code {exitcode}, killed by signal {-exitcode}"
+    return f"exit code {exitcode}"
