@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fuzz the pack reader for a fixed time: every damaged pack must give back its bytes or a named PackError.
 
-The long run of the quick fuzz in ``tests/test_packfile.py``, with the same mutations and the
+The long run of the quick fuzz in ``tests/storage/test_pack_format.py``, with the same mutations and the
 same promise (`labkit.tools.pack_fuzzer`): truncations, flipped bytes, and index records or header
 fields edited and re-signed, applied to a small valid pack. Engines: hypothesis (random
 search, shrinking whatever it finds to a minimal example) and, where ``pip install atheris``

@@ -9,7 +9,7 @@ mkdir -p "$OUT"
 export PYTHONPATH=.
 python3 -c "import torch; assert torch.cuda.is_available(), 'no CUDA device'; print(torch.cuda.get_device_name(0))" || exit 1
 if python3 -c "import pytest" 2>/dev/null; then
-  python3 -m pytest -q -p no:cacheprovider -m cuda tests/test_transfer.py tests/test_decode.py tests/test_slots.py 2>&1 | tee "$OUT/gpu_tests.txt"
+  python3 -m pytest -q -p no:cacheprovider -m cuda tests/device/test_transfer.py tests/decode/test_decoders.py tests/workers/test_shared_slots.py 2>&1 | tee "$OUT/gpu_tests.txt"
 else
   echo "pytest not installed: CUDA tests not run" | tee "$OUT/gpu_tests.txt"
 fi

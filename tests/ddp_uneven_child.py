@@ -1,4 +1,4 @@
-"""A few DDP steps a epoch over uneven pack shards; started under torchrun by test_streaming.py.
+"""A few DDP steps a epoch over uneven pack shards; started under torchrun by tests/datasets/test_iterable.py.
 
 ``torchrun --nproc_per_node=2 ddp_uneven_child.py SHARD...`` trains a linear model for two epochs
 on `ShardedIterableDataset` records with 2 DataLoader workers per rank, then all-gathers how

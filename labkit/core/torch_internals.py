@@ -7,13 +7,16 @@ What labkit needs from behind torch's public API, and why:
   them all; the course's clip runner stops them between runs;
 * taking those workers out of torch's SIGCHLD handler, which would raise their death inside whatever the
   main thread runs, where the watchdog polls for it instead;
-* a storage's use count: reused host buffers and batch slots must know that no tensor still holds them.
+* a storage's use count: reused host buffers and batch slots must know that no tensor still holds them;
+* the names torch gives a process's shared-memory segments (``torch_<pid>_...``): a worker killed between
+  creating one and unlinking it leaves it in /dev/shm, where nothing else will ever remove it.
 
 Each helper degrades to "not known" (None, an empty list) where a torch release has renamed what it reads.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 from typing import Any, List, Optional
 
@@ -61,6 +64,27 @@ def shutdown_workers(iterator: Any) -> None:
     without workers)."""
     if hasattr(iterator, "_shutdown_workers"):
         iterator._shutdown_workers()
+
+
+SHM_FOLDER = "/dev/shm"
+
+
+def remove_dead_process_segments(pid: int, folder: str = SHM_FOLDER) -> List[str]:
+    """Unlink the shared-memory segments torch named for process ``pid``, which must be dead: a worker killed
+    while it made a batch leaves the one it was making. Returns the names removed."""
+    prefix = f"torch_{int(pid)}_"
+    try:
+        names = [n for n in os.listdir(folder) if n.startswith(prefix)]
+    except OSError:  # no /dev/shm (macOS, Windows): torch names nothing there
+        return []
+    removed = []
+    for name in names:
+        try:
+            os.unlink(os.path.join(folder, name))
+            removed.append(name)
+        except OSError:
+            pass
+    return removed
 
 
 def exit_text(exitcode: int) -> str:

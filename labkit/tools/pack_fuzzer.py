@@ -8,7 +8,7 @@ A `Mutation` damages a copy of a small valid pack (`sample_pack_bytes`): a trunc
 bytes, or an edited index record or header field, optionally *re-signed* (checksums recomputed,
 as someone editing the file on purpose would) so that the damage gets past the checksums and
 reaches the bounds checks behind them. `check_promise` runs the reader on the result. The
-hypothesis strategies at the end draw mutations; the quick fuzz in ``tests/test_packfile.py``
+hypothesis strategies at the end draw mutations; the quick fuzz in ``tests/storage/test_pack_format.py``
 and the long one in ``benchmarks/fuzz_pack.py`` both use them (hypothesis is a test
 dependency, imported only when a strategy is asked for).
 """

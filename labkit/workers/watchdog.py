@@ -42,8 +42,8 @@ from torch.utils.data import DataLoader, Dataset
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.machine import memory_facts
 from labkit.core.shared_log import SharedLog
-from labkit.core.torch_internals import (exit_text, forget_iterator, forget_worker_pids, live_iterator, shutdown_workers,
-                                        worker_processes)
+from labkit.core.torch_internals import (exit_text, forget_iterator, forget_worker_pids, live_iterator,
+                                        remove_dead_process_segments, shutdown_workers, worker_processes)
 from labkit.core.wording import first
 from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.workers.worker_init import WorkerInitChain
@@ -144,18 +144,22 @@ def _failed(log: SharedLog) -> List[Dict[str, Any]]:
 
 def _stop_workers(iterator: Any, kill: bool = True) -> None:
     """Stop every worker: killed at once when one is stuck or dead (a stuck one will not answer a polite
-    shutdown), else asked to finish first — a worker killed while it makes a batch can leave that
-    batch's /dev/shm file behind."""
+    shutdown), else asked to finish first. A worker that died while it made a batch can leave that batch's
+    /dev/shm segment behind: once it is gone, its segments are removed."""
+    workers = worker_processes(iterator)
     try:
         forget_worker_pids(iterator)
         if kill:
-            for w in worker_processes(iterator):
+            for w in workers:
                 if w.is_alive():
                     w.kill()
-            for w in worker_processes(iterator):
+            for w in workers:
                 w.join(timeout=5)
     finally:
         shutdown_workers(iterator)
+        for w in workers:
+            if w.exitcode is not None and w.exitcode != 0:
+                remove_dead_process_segments(w.pid)
 
 
 def _dead_workers(iterator: Any, even_clean: bool = False) -> List[Any]:

@@ -1,5 +1,5 @@
 """The notebooks' panels as learners use them: JupyterLab in a real Chromium, sliders moved with the
-keyboard, buttons pressed; a unit test that calls the callbacks (tests/test_widgets.py) proves the
+keyboard, buttons pressed; a unit test that calls the callbacks (tests/course/test_panel_callbacks.py) proves the
 Python half only.
 
 Each test fails on an error output in the notebook or an error in the browser's console, and

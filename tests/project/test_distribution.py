@@ -14,7 +14,7 @@ import pytest
 
 import labkit
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.timeout(300)
 COURSE_ONLY = ("matplotlib", "ipywidgets", "IPython", "jupyterlab")
 

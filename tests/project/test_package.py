@@ -19,7 +19,7 @@ import pytest
 import labkit
 from labkit.core.errors import LabkitError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHAIN = ["core", "decode", "storage", "datasets", "samplers", "collate", "workers", "device", "distributed"]
 PACKAGES = CHAIN + ["measure", "diagnose", "course", "tools"]
 
@@ -222,3 +222,20 @@ def test_torch_s_private_names_are_used_behind_one_door_only():
                for line, what in _torch_private_uses(path)]
     assert not outside, f"torch's private API outside {DOOR}:\n" + "\n".join(outside)
     assert list(_torch_private_uses(importlib.util.find_spec(DOOR).origin))  # the scan sees the door's own uses
+
+
+# test modules that exercise one module from a second side (a stress run, the hostile files, the panels' callbacks)
+SECOND_SIDE = {"course/test_panel_callbacks.py": "course/panels.py", "datasets/test_hostile_files.py": "datasets/map_style.py",
+               "workers/test_watchdog_failures.py": "workers/watchdog.py", "workers/test_watchdog_stress.py": "workers/watchdog.py"}
+
+
+def test_the_tests_are_laid_out_as_the_package():
+    tests = os.path.join(ROOT, "tests")
+    assert not glob.glob(os.path.join(tests, "test_*.py")), "a test module belongs in tests/<sub-package>/"
+    for path in glob.glob(os.path.join(tests, "*", "test_*.py")):
+        folder, name = os.path.relpath(path, tests).split(os.sep)
+        if folder in ("project", "browser"):  # the repository's own checks; the panels driven in a browser
+            continue
+        module = SECOND_SIDE.get(f"{folder}/{name}", f"{folder}/{name[len('test_'):]}")
+        assert folder in PACKAGES and os.path.exists(os.path.join(ROOT, "labkit", module)), \
+            f"tests/{folder}/{name} names no module of labkit.{folder}: name it test_<module>.py"

@@ -8,7 +8,7 @@ from labkit.measure.page_cache import (can_evict, empty_page_cache, evict, mappi
                                        resident_share)
 
 # Under the project, not /tmp: /tmp is often tmpfs, whose pages are the file and cannot be evicted.
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _write_synced(path: str, size: int) -> str:

@@ -228,7 +228,7 @@ def test_only_the_torchvision_decoder_imports_torchvision():
     code = ("import sys; from labkit.datasets.map_style import PackedDataset;"
             "from labkit.decode.registry import get_decoder; get_decoder('pil-reduced');"
             "print('torchvision' in sys.modules); get_decoder('torchvision'); print('torchvision' in sys.modules)")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out.split() == ["False", "True"]
 

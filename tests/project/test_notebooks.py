@@ -20,7 +20,7 @@ import pytest
 
 from labkit.course.course_map import course_map
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAX_OUTPUT_BYTES = 2_000_000
 # Directories that only exist on the machine that ran a notebook; /dev/shm and the like are fine.

@@ -19,7 +19,7 @@ from labkit.workers.profiled_loader import ProfiledLoader
 from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.watchdog import WatchedLoader
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_defaults_for_a_labkit_dataset(decoded_pack, monkeypatch):

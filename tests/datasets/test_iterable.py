@@ -164,7 +164,7 @@ def test_live_stream_buffer_is_bounded():
 def test_ddp_over_uneven_shards_finishes_two_epochs_under_torchrun(uneven_shards):
     """Without equal work per rank the rank with fewer batches leaves the epoch and the other waits in
     an all-reduce for ever: this run would hang until the timeout below."""
-    child = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ddp_uneven_child.py")
+    child = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ddp_uneven_child.py")
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", child,
                *uneven_shards]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -1,5 +1,5 @@
 """Checkpoints written atomically: a kill or a full disk mid-write leaves the last good one; damaged or foreign
-files are refused by name. (A training loop killed and resumed from one: tests/test_stateful_loader.py.)"""
+files are refused by name. (A training loop killed and resumed from one: tests/workers/test_stateful_loader.py.)"""
 
 import multiprocessing
 import os

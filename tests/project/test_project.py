@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONDA_NAMES = {"pytorch": "torch", "python-build": "build"}  # conda's name for a package -> its PyPI name
 
 if sys.version_info >= (3, 11):

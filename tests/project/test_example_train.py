@@ -13,7 +13,7 @@ import torch
 from labkit.core.machine import kill_process_tree
 from labkit.distributed.checkpoint import load_checkpoint
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 pytestmark = pytest.mark.timeout(300)
 EPOCHS, STEPS_PER_EPOCH = 6, 3  # 24 images, 2 ranks, batches of 4
 

@@ -9,7 +9,7 @@ import torch.multiprocessing as tmp
 
 from labkit.distributed.ranks import close_process_group, init_from_env, stage_to_local, worker_budget
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.timeout(60)
