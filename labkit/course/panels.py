@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import html
 import time
+import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -27,7 +28,7 @@ from matplotlib.ticker import MaxNLocator
 from torch.utils.data import Dataset, SubsetRandomSampler
 
 from labkit.core.environment import usable_cpus
-from labkit.core.errors import LabkitTypeError, LabkitValueError
+from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
 from labkit.core.machine import MemoryFacts
 from labkit.course.workspace import Workspace
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
@@ -114,10 +115,12 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
     indices = spread_indices(len(dataset), images)
     dataset[indices[0]]  # import the decoder's libraries here, once: forked workers inherit them instead of each paying
     sampler = SubsetRandomSampler(indices, generator=torch.Generator().manual_seed(0))
-    loader = make_loader(dataset, batch_size=s.batch_size, sampler=sampler, num_workers=s.num_workers,
-                         pin_memory=s.pin_memory, prefetch_factor=s.prefetch_factor if s.num_workers else None,
-                         persistent_workers=s.persistent_workers,
-                         hang_timeout=max(30.0, 4 * seconds) if s.num_workers else None)
+    with warnings.catch_warnings():  # more workers than cores is what the panel lets one try: the doctor says so
+        warnings.simplefilter("ignore", LabkitWarning)
+        loader = make_loader(dataset, batch_size=s.batch_size, sampler=sampler, num_workers=s.num_workers,
+                             pin_memory=s.pin_memory, prefetch_factor=s.prefetch_factor if s.num_workers else None,
+                             persistent_workers=s.persistent_workers,
+                             hang_timeout=max(30.0, 4 * seconds) if s.num_workers else None)
     rates: List[float] = []
     steps: List[float] = []
     warmup = None
