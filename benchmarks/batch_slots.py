@@ -13,12 +13,11 @@ import argparse
 import dataclasses
 from statistics import median
 
-from labkit.core.atomic import write_json
+from labkit.bench.ablation import VERSIONS, AblationSettings, fastest_decoder, measure_version
+from labkit.bench.workspace import prepare
 from labkit.core.environment import quick_mode
-from labkit.course.ablation import VERSIONS, Settings, fastest_decoder, measure_version
-from labkit.course.workspace import prepare
-from labkit.measure.loader_timing import describe_machine, machine_info
-from labkit.measure.result_files import result_path
+from labkit.core.machine import describe_machine, machine_info
+from labkit.measure.result_files import result_path, write_result
 
 
 def main() -> None:
@@ -30,7 +29,7 @@ def main() -> None:
     quick = quick_mode()
     out = result_path("batch_slots", quick, args.json)
     ws = prepare(args.data, quick=quick, progress=False)
-    settings = Settings(runs=2, steps=3 if quick else 20, min_seconds=0.0, device="cpu")
+    settings = AblationSettings(runs=2, steps=3 if quick else 20, min_seconds=0.0, device="cpu")
     decoder, _ = fastest_decoder(ws)
     v5 = next(v for v in VERSIONS if v.id == "v5")
     kinds = {"fresh shared memory (DataLoader)": dataclasses.replace(v5, batch_slots=False),
@@ -49,7 +48,7 @@ def main() -> None:
     for name, values in rates.items():
         print(f"  {name:<34} median {median(values):7.1f} images/s")
     print(f"  slots / fresh: median of pairs {median(ratios):.2f}x (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
-    write_json(out, {"machine": info, "decoder": decoder, "images": ws.count, "images_per_s": rates,
+    write_result(out, {"machine": info, "decoder": decoder, "images": ws.count, "images_per_s": rates,
                      "ratio_per_pair": ratios, "median_ratio": median(ratios)})
     print(f"wrote {out}")
 

@@ -27,9 +27,10 @@ import struct
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional
+
+from labkit.core.timing import Stopwatch
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
@@ -59,7 +60,7 @@ class Tally:
         from labkit.tools import pack_fuzzer
 
         self.examples += 1
-        t0 = time.perf_counter()
+        watch = Stopwatch()
         if limit:
             signal.setitimer(signal.ITIMER_REAL, limit)
         try:
@@ -71,7 +72,7 @@ class Tally:
         finally:
             if limit:
                 signal.setitimer(signal.ITIMER_REAL, 0)
-            self.slowest_example_s = max(self.slowest_example_s, time.perf_counter() - t0)
+            self.slowest_example_s = max(self.slowest_example_s, watch.elapsed)
 
     def record(self, found: List[Dict[str, str]], mutation: str, what: str) -> None:
         """Add a failure to ``found`` (the first 20 distinct ones are kept; all are counted)."""
@@ -100,8 +101,8 @@ def run_hypothesis(seconds: float, limit: float, workdir: str) -> Tally:
     def batch(mutation: Any) -> None:
         tally.run(mutation, path, limit)
 
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
+    start = Stopwatch()
+    while start.elapsed < seconds:
         try:
             batch()
         except pack_fuzzer.BrokenPromise as e:  # hypothesis has shrunk it; its note names the smallest example
@@ -109,7 +110,7 @@ def run_hypothesis(seconds: float, limit: float, workdir: str) -> Tally:
             tally.record(tally.broken_promises, example or "(not shown)", str(e))
         except ExampleTimeout:
             pass  # recorded by the tally with its mutation; hypothesis does not shrink a BaseException
-    tally.seconds = time.monotonic() - start
+    tally.seconds = start.elapsed
     return tally
 
 
@@ -153,16 +154,16 @@ def atheris_child(seconds: float, limit: float, workdir: str, out: str) -> None:
         from labkit.tools import pack_fuzzer  # noqa: F401  (instrumented for coverage)
     tally = Tally("atheris")
     path = os.path.join(workdir, "atheris.pack")
-    start = last_written = time.monotonic()
+    from labkit.core.atomic import write_json
+
+    start, last_written = Stopwatch(), Stopwatch()
 
     def one(data: bytes) -> None:
         nonlocal last_written
-        if time.monotonic() - last_written >= 0.5:
-            last_written = time.monotonic()
-            tally.seconds = last_written - start
-            with open(out + ".tmp", "w", encoding="utf-8") as f:
-                json.dump(asdict(tally), f)
-            os.replace(out + ".tmp", out)
+        if last_written.elapsed >= 0.5:
+            last_written = Stopwatch()
+            tally.seconds = start.elapsed
+            write_json(out, asdict(tally))
         mutation = _mutation_from(data)
         try:
             tally.run(mutation, path, None)  # libFuzzer's -timeout watches each example (it owns SIGALRM)
@@ -204,8 +205,7 @@ def main() -> None:
         atheris_child(float(seconds), float(limit), workdir, out)
         return
     signal.signal(signal.SIGALRM, _alarm)
-    from labkit.core.atomic import write_json
-    from labkit.measure.result_files import result_path
+    from labkit.measure.result_files import result_path, write_result
 
     out = None if args.json is None else result_path("fuzz_pack", False, args.json, folder=RESULTS)
     try:
@@ -224,7 +224,7 @@ def main() -> None:
             tallies.append({"hypothesis": run_hypothesis, "atheris": run_atheris}[engine](share, args.example_limit,
                                                                                           workdir))
 
-    from labkit.measure.loader_timing import describe_machine, machine_info
+    from labkit.core.machine import describe_machine, machine_info
 
     info = machine_info()
     print(f"Machine: {describe_machine(info)}")
@@ -240,7 +240,7 @@ def main() -> None:
             print(f"  {found['mutation']}: {found['error']}")
     failed = any(t.broken_promises or t.hangs for t in tallies)
     if out is not None:
-        write_json(out, {"machine": info, "settings": {"seconds": args.seconds, "example_limit_s": args.example_limit,
+        write_result(out, {"machine": info, "settings": {"seconds": args.seconds, "example_limit_s": args.example_limit,
                                                        "engines": engines},
                          "engines": [asdict(t) for t in tallies], "promise_kept": not failed})
         print(f"wrote {out}")

@@ -23,20 +23,20 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import time
 from statistics import median
 from typing import Any, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from labkit.core.atomic import write_json
+from labkit.bench.ablation import VERSIONS, AblationSettings, measure_version
+from labkit.bench.workspace import OUTPUT_SIZE, prepare
 from labkit.core.environment import quick_mode, usable_cpus
-from labkit.course.ablation import VERSIONS, Settings, measure_version
-from labkit.course.workspace import OUTPUT_SIZE, prepare
+from labkit.core.machine import describe_machine, machine_info
+from labkit.core.timing import Stopwatch, time_calls
 from labkit.decode.registry import DECODERS, decode_image
-from labkit.measure.loader_timing import describe_machine, machine_info, spread_indices
-from labkit.measure.result_files import result_path
+from labkit.measure.loader_timing import spread_indices
+from labkit.measure.result_files import result_path, write_result
 from labkit.storage.pack_format import PackReader
 from labkit.workers.thread_budget import torch_threads
 
@@ -51,14 +51,9 @@ def single_core_rates(pack: str, samples: int, repeats: int = 3, decoders: Seque
     indices = spread_indices(len(reader), samples)
     rates, best = {}, {}
     for name in decoders:
-        decode_image(reader.read(0), OUTPUT_SIZE, name)
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            for i in indices:
-                decode_image(reader.read(i), OUTPUT_SIZE, name)
-            times.append(time.perf_counter() - t0)
-        rates[name], best[name] = len(indices) / median(times), len(indices) / min(times)
+        passes = time_calls(lambda name=name: [decode_image(reader.read(i), OUTPUT_SIZE, name) for i in indices],
+                            repeats, warmup=1)
+        rates[name], best[name] = len(indices) / passes.median, len(indices) / passes.best
     return {"median": rates, "best": best}
 
 
@@ -66,13 +61,8 @@ def copy_bandwidth(decoded_pack: str, repeats: int = 5) -> float:
     """Single-core bytes/s copying a batch of decoded images out of the page-cached mmap (median pass)."""
     reader = PackReader(decoded_pack, check_crc=False)
     n = min(64, len(reader))
-    reader.read_decoded(range(n))
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        batch = reader.read_decoded(range(n))
-        times.append(time.perf_counter() - t0)
-    return batch.nbytes / median(times)
+    nbytes = reader.read_decoded(range(n)).nbytes
+    return nbytes / time_calls(lambda: reader.read_decoded(range(n)), repeats).median
 
 
 class _StackTimer(Dataset):
@@ -92,12 +82,7 @@ class _StackTimer(Dataset):
         reused = torch.empty((self.batch_size, *images[0].shape), dtype=torch.uint8)
         ms = []
         for stack in (lambda: default_collate(images), lambda: torch.stack(images, out=reused)):
-            times = []
-            for _ in range(self.repeats + 1):
-                t0 = time.perf_counter()
-                stack()
-                times.append(time.perf_counter() - t0)
-            ms.append(median(times[1:]) * 1000)
+            ms.append(time_calls(stack, self.repeats, warmup=1).median * 1000)
         return torch.tensor(ms)
 
 
@@ -113,10 +98,10 @@ def _decode_all(pack: str, decoder: str, indices: Sequence[int], barrier: Any, r
     reader = PackReader(pack)
     decode_image(reader.read(indices[0]), OUTPUT_SIZE, decoder)  # imports and first-call costs before the clock
     barrier.wait()
-    t0 = time.perf_counter()
+    watch = Stopwatch()
     for i in indices:
         decode_image(reader.read(i), OUTPUT_SIZE, decoder)
-    results.put(time.perf_counter() - t0)
+    results.put(watch.elapsed)
 
 
 def parallel_decode_rate(pack: str, decoder: str, processes: int, samples: int) -> float:
@@ -153,7 +138,7 @@ BOUND_TEXT = {"v1": "pil on 1 core (no workers)", "v5": "the fastest decoder ({d
               "v6": "2 copies of {kb:.0f} KB per image x {cores} cores"}
 
 
-def measure_round(ws, settings: Settings, cores: int, samples: int) -> dict:
+def measure_round(ws, settings: AblationSettings, cores: int, samples: int) -> dict:
     """One round: every decoder's single-core rate, then v1, v5 and v6, each bracketed by
     measurements of its bound just before and just after it, so that the fraction compares rates
     taken at the same time even while the machine's speed drifts (the bound is the mean of the two)."""
@@ -197,7 +182,7 @@ def main() -> None:
     out = result_path("limits", quick, args.json)
     ws = prepare(args.data, quick=quick, progress=False)
     cores = usable_cpus()
-    settings = Settings(runs=1, steps=3 if quick else 20, min_seconds=0.0 if quick else 3.0)
+    settings = AblationSettings(runs=1, steps=3 if quick else 20, min_seconds=0.0 if quick else 3.0)
     if quick:
         print("quick mode: a smoke test of this script; 3 batches are too few to measure, so ignore the fractions")
     rounds = []
@@ -242,7 +227,7 @@ def main() -> None:
         print(f"  a worker stacks a batch of {settings.batch_size} into fresh shared memory in {fresh:.1f} ms "
               f"(into reused memory {reused:.1f} ms), {fresh / decode_ms:.1%} of the {decode_ms:.0f} ms it takes "
               "to decode that batch on one core")
-    write_json(out, {"machine": info, "images": ws.count, "rounds": rounds, "median": summary})
+    write_result(out, {"machine": info, "images": ws.count, "rounds": rounds, "median": summary})
     print(f"wrote {out}")
 
 

@@ -20,20 +20,19 @@ import os
 import shutil
 import statistics
 import tarfile
-import time
 from typing import Any, Callable, Dict, List
 
 from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from labkit.core.atomic import write_json
+from labkit.bench.ablation import VERSIONS, AblationSettings, device_batches, build_loader
+from labkit.bench.workspace import OUTPUT_SIZE, prepare
 from labkit.core.environment import quick_mode, usable_cpus
-from labkit.course.ablation import VERSIONS, Settings, device_batches, build_loader
-from labkit.course.workspace import OUTPUT_SIZE, prepare
+from labkit.core.machine import describe_machine, machine_info
+from labkit.core.timing import Stopwatch
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD
-from labkit.measure.loader_timing import describe_machine, machine_info
-from labkit.measure.result_files import result_path
+from labkit.measure.result_files import result_path, write_result
 from labkit.measure.verdict import judge
 
 TRANSFORM = transforms.Compose([transforms.Resize((OUTPUT_SIZE, OUTPUT_SIZE)), transforms.ToTensor(),
@@ -113,14 +112,14 @@ def timed_run(make: Callable[[], Any], batches: int) -> float:
     """images/s of one pass of ``batches`` batches after one warm-up batch."""
     iterator = iter(make())
     next(iterator)
-    images, t0 = 0, time.perf_counter()
+    images, watch = 0, Stopwatch()
     for _ in range(batches):
         try:
             b = next(iterator)
         except StopIteration:
             break
         images += len(b[0])
-    return images / (time.perf_counter() - t0)
+    return images / (watch.elapsed)
 
 
 def main() -> None:
@@ -137,7 +136,7 @@ def main() -> None:
     stores = os.path.join(ws.work, os.path.basename(os.path.abspath(ws.folder)))  # beside the packs, not the data
     shards = write_tar_shards(ws.folder, f"{stores}-wds", shards_wanted=4 * workers)
     write_mds(ws.folder, f"{stores}-mds")
-    settings = Settings(batch_size=batch, num_workers=workers)
+    settings = AblationSettings(batch_size=batch, num_workers=workers)
     versions = {v.id: v for v in VERSIONS}
 
     def labkit(vid: str, decoder: str) -> Callable[[], Any]:
@@ -174,7 +173,7 @@ def main() -> None:
               ", ".join(f"/ {p}: {median[ours] / median[p]:.2f}x" for p in peers))
     verdict = judge(f"labkit v5 against the best peer ({best_peer})", rates[best_peer], rates["labkit v5"], goal=3.0)
     print(f"  {verdict}")
-    write_json(out, {"machine": info, "images": ws.count, "workers": workers, "batch": batch, "batches": batches,
+    write_result(out, {"machine": info, "images": ws.count, "workers": workers, "batch": batch, "batches": batches,
                      "images_per_s": rates, "median_images_per_s": median, "best_peer": best_peer,
                      "verdicts": [str(verdict)]})
     print(f"wrote {out}")

@@ -15,25 +15,24 @@ import argparse
 import functools
 import os
 import statistics
-import time
 
 from torch.utils.data import DataLoader
 
-from labkit.core.atomic import write_json
+from labkit.bench.synthetic_data import ClipSpec, make_clips
+from labkit.bench.workspace import data_root
 from labkit.core.environment import quick_mode, usable_cpus
+from labkit.core.machine import describe_machine, machine_info
+from labkit.core.timing import Stopwatch
 from labkit.core.user_paths import require_folder
 from labkit.course.clips import ClipFolderDataset, decode_clip, transform_clip
-from labkit.course.synthetic_data import ClipSpec, make_clips
-from labkit.course.workspace import data_root
-from labkit.measure.loader_timing import describe_machine, machine_info
-from labkit.measure.result_files import result_path
+from labkit.measure.result_files import result_path, write_result
 from labkit.workers.staged_pipeline import StagedPipeline
 
 
 def _time(fn) -> float:
-    t0 = time.perf_counter()
+    watch = Stopwatch()
     count = fn()
-    return count / (time.perf_counter() - t0)
+    return count / (watch.elapsed)
 
 
 def main() -> None:
@@ -64,8 +63,8 @@ def main() -> None:
 
     def two_stage() -> int:
         pipe = StagedPipeline(folders, functools.partial(decode_clip, frames=spec.frames, size=size), transform_clip,
-                              (spec.frames, spec.height, spec.width, 3), decoders=decoders,
-                              transformers=transformers, slots=2 * processes)
+                              (spec.frames, spec.height, spec.width, 3), num_decoders=decoders,
+                              num_transformers=transformers, slots=2 * processes)
         return sum(1 for _ in pipe)
 
     rates = {"dataloader": [], "pipeline": []}
@@ -79,7 +78,7 @@ def main() -> None:
     print(f"  single-stage DataLoader, {processes} workers:        {median['dataloader']:.2f} clips/s")
     print(f"  two-stage pipeline, {decoders} decode + {transformers} transform: {median['pipeline']:.2f} clips/s")
     print(f"  ratio pipeline / dataloader: {median['pipeline'] / median['dataloader']:.2f}")
-    write_json(out, {"machine": info, "settings": {"clips": len(dataset), "frames": spec.frames, "processes": processes,
+    write_result(out, {"machine": info, "settings": {"clips": len(dataset), "frames": spec.frames, "processes": processes,
                                                    "decoders": decoders, "transformers": transformers,
                                                    "runs": args.runs},
                      "clips_per_s": rates, "median_clips_per_s": median})

@@ -2,7 +2,7 @@
 """How labkit's costs grow with the data set: packing, other stores, opening, workers' memory, cold storage.
 
 Every series runs over data sets of N small photo-like images (64x64, a few KB each, made by
-`labkit.course.synthetic_data.make_photos` under the data folder, kept between runs) and is drawn on a log-log
+`labkit.bench.synthetic_data.make_photos` under the data folder, kept between runs) and is drawn on a log-log
 plot with its slope: 1.0 is a cost that grows as the data does, more is a cost that grows faster.
 
 * packing: `labkit pack` (encoded, and decoded) against WebDataset's ``ShardWriter`` and MosaicML
@@ -39,20 +39,20 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from labkit.core.atomic import write_json
+from labkit.bench.ablation import VERSIONS, AblationSettings, measure_version
+from labkit.bench.synthetic_data import PhotoSpec, make_photos
+from labkit.bench.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
 from labkit.core.environment import usable_cpus
-from labkit.course.ablation import VERSIONS, Settings, measure_version
+from labkit.core.machine import describe_machine, machine_info
+from labkit.core.timing import Stopwatch
 from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
-from labkit.course.synthetic_data import PhotoSpec, make_photos
-from labkit.course.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
-from labkit.decode.decoders import check_decodable
+from labkit.decode.backends import check_decodable
 from labkit.diagnose.soak import trace_worker_memory
-from labkit.measure.loader_timing import describe_machine, machine_info
 from labkit.measure.page_cache import empty_page_cache, resident_share
 from labkit.measure.process_memory import rss_bytes
-from labkit.measure.result_files import result_path
-from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.measure.result_files import result_path, write_result
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackReader
 from labkit.storage.packing import pack_folder, read_file
@@ -138,9 +138,9 @@ def per_file_costs(folder: str, files: int = 2_000) -> Dict[str, float]:
     for name, step in (("read", lambda k: read_file(paths[k])), ("check", lambda k: check_decodable(blobs[k]))):
         times = []
         for k in range(len(paths)):
-            t0 = time.perf_counter()
+            watch = Stopwatch()
             step(k)
-            times.append(time.perf_counter() - t0)
+            times.append(watch.elapsed)
         costs[name] = statistics.median(times) * 1e6
     return costs
 
@@ -175,9 +175,9 @@ def packing(sizes: Sequence[int], workers: int, peers: Dict[str, str], scratch: 
             for path in paths:  # every writer starts with the files in the page cache: warm, stated
                 read_file(os.fsencode(path))
             gc.collect()
-            t0 = time.perf_counter()
+            watch = Stopwatch()
             write(folder, target)
-            seconds = time.perf_counter() - t0
+            seconds = watch.elapsed
             size = os.path.getsize(target) if os.path.isfile(target) else sum(
                 os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(target) for f in fs)
             result["writers"][name]["s"].append(seconds)
@@ -288,10 +288,10 @@ def stores(n: int, peers: Dict[str, str], scratch: str, max_reads: int, system_d
                 if temperature == "warm":
                     for i in order:  # every sample read once before the timed pass
                         read(i)
-                t0 = time.perf_counter()
+                watch = Stopwatch()
                 for i in order:
                     read(i)
-                rates.setdefault(name, {})[f"{order_name} {temperature}"] = len(order) / (time.perf_counter() - t0)
+                rates.setdefault(name, {})[f"{order_name} {temperature}"] = len(order) / (watch.elapsed)
                 close()
                 del read, close  # the reader, and its mapping, go with them
     return {"n": n, "reads": len(orders["random"]), "images_per_s": rates, "cold_cache_emptied_by": how,
@@ -302,9 +302,9 @@ def stores(n: int, peers: Dict[str, str], scratch: str, max_reads: int, system_d
 # -- opening ----------------------------------------------------------------------------------------------
 
 def _open_in_child(build: Callable[[], Any], pipe: Any) -> None:
-    rss0, t0 = rss_bytes(), time.perf_counter()
+    rss0, watch = rss_bytes(), Stopwatch()
     dataset = build()
-    seconds = time.perf_counter() - t0
+    seconds = watch.elapsed
     pipe.send((seconds, (rss_bytes() - rss0) if rss0 is not None else float("nan"), len(dataset)))
 
 
@@ -388,14 +388,14 @@ def _seed_workspace(quick: bool) -> Workspace:
 def sequential_read_mb_s(path: str, system_drop: bool, limit: int = 2 << 30) -> float:
     """The disk's sequential read rate: the file read cold, front to back, in 16 MiB reads."""
     empty_page_cache([path], system=system_drop)
-    done, t0 = 0, time.perf_counter()
+    done, watch = 0, Stopwatch()
     with open(path, "rb", buffering=0) as f:
         while done < limit:
             chunk = f.read(16 << 20)
             if not chunk:
                 break
             done += len(chunk)
-    return done / 1e6 / (time.perf_counter() - t0)
+    return done / 1e6 / (watch.elapsed)
 
 
 def batch_orders_cold(decoded_pack: str, system_drop: bool, max_batches: int) -> Dict[str, float]:
@@ -408,10 +408,10 @@ def batch_orders_cold(decoded_pack: str, system_drop: bool, max_batches: int) ->
         dataset = DecodedArrayDataset(decoded_pack, check_crc=False)
         empty_page_cache([decoded_pack], system=system_drop)
         batches = [order[k:k + BATCH] for k in range(0, len(order), BATCH)][:max_batches]
-        t0 = time.perf_counter()
+        watch = Stopwatch()
         for batch in batches:
             dataset.__getitems__(batch)
-        rates[name] = sum(map(len, batches)) / (time.perf_counter() - t0)
+        rates[name] = sum(map(len, batches)) / (watch.elapsed)
         del dataset
         gc.collect()
     return rates
@@ -426,7 +426,7 @@ def cold_storage(quick: bool, system_drop: bool) -> Dict[str, Any]:
     data = {"v2": [os.fsencode(index.abspath(i)) for i in range(len(index))], "v3": [os.fsencode(ws.pack)],
             "v6": [os.fsencode(ws.decoded_pack)]}
     for cold in (False, True):
-        settings = Settings(batch_size=BATCH, num_workers=2, runs=3, steps=3 if quick else 20,
+        settings = AblationSettings(batch_size=BATCH, num_workers=2, runs=3, steps=3 if quick else 20,
                             min_seconds=0.0 if quick else 3.0, cold=cold, device="cpu")
         for vid in ("v2", "v3", "v6"):
             gc.collect()
@@ -591,7 +591,7 @@ def main() -> None:
     unknown = set(only) - set(STEPS)
     if unknown:
         parser.error(f"unknown steps {sorted(unknown)}; the steps are {', '.join(STEPS)}")
-    t0 = time.perf_counter()
+    watch = Stopwatch()
     report: Dict[str, Any] = {"machine": info, "quick": quick, "sizes": list(sizes), "image": SMALL,
                               "workers": workers, "peers": peers, "load_before": os.getloadavg()}
     if args.only:  # the other steps' results as they were measured before
@@ -613,21 +613,21 @@ def main() -> None:
     for name, step in steps:
         if name not in only:
             continue
-        t = time.perf_counter()
+        step_watch = Stopwatch()
         report[name] = step()
-        report.setdefault("seconds", {})[name] = time.perf_counter() - t
+        report.setdefault("seconds", {})[name] = step_watch.elapsed
         if name == "cold_storage":
             report.setdefault("cold_storage_runs", []).append(
                 cold_storage_record(report[name], args.note or time.strftime("%Y-%m-%d %H:%M")))
         print(f"[{name}] {report['seconds'][name]:.1f} s")
     shutil.rmtree(scratch, ignore_errors=True)
     report["load_after"] = os.getloadavg()
-    report["total_s" if not args.only else f"total_s_{'_'.join(only)}"] = time.perf_counter() - t0
+    report["total_s" if not args.only else f"total_s_{'_'.join(only)}"] = watch.elapsed
     report["summary"] = summary(report)
     print(f"Machine: {describe_machine(info)}; load average before {report['load_before'][0]:.2f}, "
-          f"after {report['load_after'][0]:.2f}; {time.perf_counter() - t0:.0f} s in all")
+          f"after {report['load_after'][0]:.2f}; {watch.elapsed:.0f} s in all")
     print("\n".join(report["summary"]))
-    write_json(out, report)
+    write_result(out, report)
     png = os.path.splitext(out)[0] + ".png"
     plot(report, png, f"{describe_machine(info)} — {'quick' if quick else 'full'} run")
     print(f"wrote {os.path.relpath(out)} and {os.path.relpath(png)}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak: many epochs with 2 persistent workers; memory per process per epoch, open fds and /dev/shm after.
 
-Reads the encoded pack of ``--data`` (made, packed and verified by `labkit.course.workspace.prepare`
+Reads the encoded pack of ``--data`` (made, packed and verified by `labkit.bench.workspace.prepare`
 when missing: 256 images in quick mode) through `make_loader` with persistent workers, and reads
 every memory figure of the main process and of each worker after their first batches and at the end
 of every epoch (`labkit.diagnose.soak`). It flags any process whose unique anonymous memory (what a leak or
@@ -19,18 +19,17 @@ from __future__ import annotations
 import argparse
 import os
 
-from labkit.core.atomic import write_json
+from labkit.bench.workspace import OUTPUT_SIZE, prepare
 from labkit.core.environment import quick_mode
 from labkit.core.machine import os_name
+from labkit.core.machine import describe_machine, machine_info
 from labkit.core.user_paths import check_output_file
-from labkit.course.workspace import OUTPUT_SIZE, prepare
 from labkit.datasets.map_style import PackedDataset
 from labkit.diagnose.soak import SoakReport, run_soak
-from labkit.measure.loader_timing import describe_machine, machine_info
 from labkit.measure.page_cache import resident_fraction
 from labkit.measure.process_memory import MEASURES
-from labkit.measure.result_files import result_path
-from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.measure.result_files import result_path, write_result
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 
 
 PANELS = (("rss", "RSS (what top shows)"), ("file_backed", "file-backed: the pack's pages, libraries"),
@@ -98,7 +97,7 @@ def main() -> None:
     pack_mib = os.path.getsize(ws.pack) / 2**20
     print(f"pack: {pack_mib:.0f} MiB, " + (f"{cached:.0%} of it in the page cache after the run" if cached is not None else
                                            f"page-cache residency not available on {os_name()}"))
-    write_json(out, {"machine": info, "pack": os.path.relpath(ws.pack), "pack_mib": pack_mib,
+    write_result(out, {"machine": info, "pack": os.path.relpath(ws.pack), "pack_mib": pack_mib,
                      "pack_in_page_cache": cached, "images": ws.count,
                      "decoder": args.decoder, "size": OUTPUT_SIZE, "batch_size": args.batch_size,
                      "workers": args.workers, **report.to_dict()})

@@ -44,11 +44,12 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
-from labkit.collate.collate_fns import stack_uint8
-from labkit.core.atomic import write_json
+from labkit.bench.synthetic_data import PhotoSpec, make_photos
+from labkit.bench.workspace import data_root, derived_folder, prepare
+from labkit.collate.batching import stack_uint8
 from labkit.core.environment import quick_mode, usable_cpus
-from labkit.course.synthetic_data import PhotoSpec, make_photos
-from labkit.course.workspace import data_root, derived_folder, prepare
+from labkit.core.machine import describe_machine, machine_info
+from labkit.core.timing import time_calls
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
 from labkit.decode.crop_box import crop_resize_flip, dct_scale
 from labkit.decode.pil_crop import displayed_hw
@@ -56,8 +57,7 @@ from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import DECODERS
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
-from labkit.measure.loader_timing import describe_machine, machine_info
-from labkit.measure.result_files import result_path
+from labkit.measure.result_files import result_path, write_result
 from labkit.measure.verdict import judge
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.workers.shared_slots import SlotLoader
@@ -156,11 +156,10 @@ def peer_loader(name: str, store: Any, workers: int) -> Any:
 
 
 def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, float]:
-    """Milliseconds per image on one core, best of ``repeats`` passes over ``count`` files: full decodes (Pillow,
+    """Milliseconds per image on one core, the median of ``repeats`` passes over ``count`` files: full decodes (Pillow,
     ``decode_jpeg``, simplejpeg), a 1/8-scale decode (the least a DCT-scaled decode can cost: its entropy
     decoding is never skipped), the two torchvision pipelines, and labkit's crop-in-decode with each decoder
     that crops in its decode, with the share of boxes each DCT scale served."""
-    import time
     from io import BytesIO
 
     import simplejpeg
@@ -168,7 +167,7 @@ def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, f
     from torchvision.io import ImageReadMode, decode_jpeg
     from torchvision.transforms import v2
 
-    from labkit.decode.decoders import open_image
+    from labkit.decode.backends import open_image
 
     blobs = [open(path, "rb").read() for path, _ in samples(folder)[:count]]
     tensors = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in blobs]
@@ -196,13 +195,11 @@ def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, f
     try:
         ms = {}
         for name, step in steps.items():
-            passes = []
-            for _ in range(repeats):
-                t0 = time.perf_counter()
+            def one_pass(step: Callable[[int, bytes], Any] = step) -> None:
                 for i, data in enumerate(blobs):
                     step(i, data)
-                passes.append((time.perf_counter() - t0) / len(blobs) * 1000)
-            ms[name] = min(passes)
+
+            ms[name] = time_calls(one_pass, repeats).median / len(blobs) * 1000
     finally:
         torch.set_num_threads(threads)
     scales = [dct_scale(crop.draw(*displayed_hw(open_image(data)), i), crop.output_hw) for i, data in enumerate(blobs)]
@@ -422,7 +419,7 @@ def main(argv: Optional[List[str]] = None) -> None:
               f"bare crop-in-decode on one core (the goal is under {OVERHEAD_GOAL_MS} ms on 160x120)")
     for name, status in results["peers"].items():
         print(f"  peer {name}: {status}")
-    write_json(out, results)
+    write_result(out, results)
     plot(results, os.path.splitext(out)[0] + ".png")
     print(f"wrote {out} and its .png")
 

@@ -2,10 +2,12 @@
 
     core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device -> distributed
     measure, diagnose   read every layer and change none
+    bench               the data folder, photo-like data and the ablation, on all of the above
     course, tools       use everything; nothing imports them
 
 Each sub-package imports only those to its left (``core`` imports no other); ``measure`` reads the
-layers, ``diagnose`` the layers and ``measure``; ``course`` holds what only the notebooks need and
+layers, ``diagnose`` the layers and ``measure``; ``bench`` what the command, the benchmarks and the course
+share (the data folder, the photo-like data, the ablation); ``course`` holds what only the notebooks need and
 ``tools`` the ``labkit`` command. No module uses another's private names.
 
 The names an engineer uses in a training script are here, e.g.::
@@ -27,7 +29,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "decode_image": "labkit.decode.registry",
     "get_decoder": "labkit.decode.registry",
     "DECODERS": "labkit.decode.registry",
-    "DecodeError": "labkit.decode.decoders",
+    "DecodeError": "labkit.decode.backends",
     "RandomResizedCrop": "labkit.decode.random_crop",
     "CenterCrop": "labkit.decode.center_crop",
     # storage
@@ -48,20 +50,20 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "ShardedIterableDataset": "labkit.datasets.iterable",
     "LiveStreamDataset": "labkit.datasets.iterable",
     # samplers
-    "BlockShuffleSampler": "labkit.samplers.resumable",
-    "DistributedBlockSampler": "labkit.samplers.resumable",
-    "ClassBalancedSampler": "labkit.samplers.resumable",
-    "GroupedBatchSampler": "labkit.samplers.resumable",
-    "RandomOffsetSequentialSampler": "labkit.samplers.resumable",
-    "RandomPermutationSampler": "labkit.samplers.resumable",
+    "BlockShuffleSampler": "labkit.samplers.block_shuffle",
+    "DistributedBlockSampler": "labkit.samplers.block_shuffle",
+    "ClassBalancedSampler": "labkit.samplers.class_balanced",
+    "GroupedBatchSampler": "labkit.samplers.grouped",
+    "RandomOffsetSequentialSampler": "labkit.samplers.every_sample",
+    "RandomPermutationSampler": "labkit.samplers.every_sample",
     "EpochTagged": "labkit.samplers.epoch_tagged",
     # collate
-    "stack_uint8": "labkit.collate.collate_fns",
-    "pad_collate": "labkit.collate.collate_fns",
-    "detection_collate": "labkit.collate.collate_fns",
-    "graph_collate": "labkit.collate.collate_fns",
-    "MixUpCollate": "labkit.collate.collate_fns",
-    "CutMixCollate": "labkit.collate.collate_fns",
+    "stack_uint8": "labkit.collate.batching",
+    "pad_collate": "labkit.collate.batching",
+    "detection_collate": "labkit.collate.batching",
+    "graph_collate": "labkit.collate.batching",
+    "MixUpCollate": "labkit.collate.mixing",
+    "CutMixCollate": "labkit.collate.mixing",
     # workers
     "make_loader": "labkit.workers.loader_factory",
     "StatefulLoader": "labkit.workers.stateful_loader",

@@ -1,4 +1,5 @@
-"""Shared fixtures: one small photo-like data set and its packs, made once per test session."""
+"""Shared fixtures: one small photo-like data set and its packs, made once per test session; a fake clock; a data
+set that is slow where it is told to be."""
 
 from __future__ import annotations
 
@@ -6,12 +7,14 @@ import gc
 import multiprocessing
 import os
 import tempfile
+import time
 from collections import Counter
 from typing import Dict, List
 
 import pytest
+import torch
 
-from labkit.course.synthetic_data import PhotoSpec, make_photos
+from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.storage.packing import pack_folder
 
 if "forkserver" in multiprocessing.get_all_start_methods():
@@ -21,6 +24,59 @@ if "forkserver" in multiprocessing.get_all_start_methods():
 
 SMALL = PhotoSpec(n=24, classes=3, width=160, height=120, seed=7)
 OUT = 32  # decoded size used across the tests
+
+
+class FakeClock:
+    """Python's clocks as `labkit.core.timing` reads them, and a ``sleep``: time moves only when something sleeps
+    on it, so what a timing adds up to is known exactly, however loaded the machine is."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def perf_counter(self):
+        return self.now
+
+    monotonic = perf_counter
+
+    def sleep(self, seconds):
+        self.now += seconds
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """A `FakeClock` behind every timing of the kit (the one engine, `labkit.core.timing`, reads it)."""
+    import labkit.core.timing as timing
+
+    fake = FakeClock()
+    monkeypatch.setattr(timing, "time", fake)
+    return fake
+
+
+class Sleepy(torch.utils.data.Dataset):
+    """Tiny uint8 images; sleeps (``sleep``: ``time.sleep``, or a `FakeClock`'s) in the stage it is told to, to make
+    that stage the slow one."""
+
+    def __init__(self, n=16, read=0.0, decode=0.0, slow_index=None, sleep=time.sleep):
+        self.n, self.read, self.decode, self.slow_index, self.sleep = n, read, decode, slow_index, sleep
+        self.labels = torch.zeros(n, dtype=torch.int64).numpy()
+        self.transform = None
+
+    def __len__(self):
+        return self.n
+
+    def read_raw(self, i):
+        self.sleep(self.read + (0.05 if i == self.slow_index else 0))
+        return i
+
+    def decode_raw(self, raw):
+        self.sleep(self.decode)
+        return torch.full((3, 8, 8), raw % 256, dtype=torch.uint8)
+
+    def __getitem__(self, i):
+        return self.decode_raw(self.read_raw(i)), 0
+
+    def sample_path(self, i):
+        return f"class/{i}.jpg"
 
 
 @pytest.fixture(scope="session")
@@ -145,7 +201,7 @@ def files_under(root: str):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked ``cuda`` compare the GPU path with the CPU path; they need a CUDA device."""
-    import torch
+    import torch  # noqa: F811
 
     if torch.cuda.is_available():
         return
@@ -153,3 +209,14 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(no_cuda)
+
+
+@pytest.fixture
+def uint8_samples():
+    """``uint8_samples(n, size)``: n seeded (uint8 image, label) samples, labels 0, 1, 2, 0, ..."""
+
+    def make(n=8, size=(3, 16, 16)):
+        g = torch.Generator().manual_seed(0)
+        return [(torch.randint(0, 256, size, dtype=torch.uint8, generator=g), k % 3) for k in range(n)]
+
+    return make

@@ -1,12 +1,13 @@
 """The error every kit error derives from, switches and environment (the LABKIT_* flags, usable CPUs), string
 tables that DataLoader workers can share without copy-on-write, the log every process of a loader can append
-to, host tensors and buffers reused between batches, and this machine (its OS, RAM and /dev/shm).
+to, host tensors and buffers reused between batches, this machine (what it is, its OS, RAM and /dev/shm), and the
+one clock every measurement reads (`timing`).
 
 Import rule: labkit.core imports no other labkit package.
 
 The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
 distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; course and tools may use everything; nothing imports course or tools.
+and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
 """
 
 from labkit.core.lazy import lazy_exports
@@ -34,7 +35,15 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "process_maps": "machine",
     "MemoryFacts": "machine",
     "memory_facts": "machine",
+    "machine_info": "machine",
+    "describe_machine": "machine",
     "SharedLog": "shared_log",
     "StringTable": "string_table",
     "printable": "string_table",
+    "Stopwatch": "timing",
+    "Deadline": "timing",
+    "Passes": "timing",
+    "time_calls": "timing",
+    "timed": "timing",
+    "timestamp": "timing",
 })

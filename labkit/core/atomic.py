@@ -16,17 +16,17 @@ import glob
 import json
 import logging
 import os
-from typing import IO, Iterable, Iterator, NamedTuple, Optional, Union
+from typing import IO, Iterable, Iterator, NamedTuple, Optional
 
 from labkit.core.disk_space import disk_full_error, is_disk_full, require_space
 from labkit.core.machine import running
+from labkit.core.string_table import TextPath
 from labkit.core.wording import count, size_text
 
-PathLike = Union[str, "os.PathLike[str]"]
 TMP_INFIX = ".tmp-"
 
 
-def temporary_name(path: PathLike) -> str:
+def temporary_name(path: TextPath) -> str:
     """The name this process writes ``path`` under before publishing it."""
     return f"{os.fspath(path)}{TMP_INFIX}{os.getpid()}"
 
@@ -66,7 +66,7 @@ def _remove(where: str, leftovers: Iterable[str], quiet: bool = False) -> Freed:
     return freed
 
 
-def clear_dead_temporaries(path: PathLike) -> Freed:
+def clear_dead_temporaries(path: TextPath) -> Freed:
     """Remove the ``<path>.tmp-<pid>`` files whose writer is no longer running (killed mid-write), and log a
     warning saying how many bytes that freed (Python shows it on stderr unless logging is configured). A live
     writer's file, and any other name, is left alone."""
@@ -75,7 +75,7 @@ def clear_dead_temporaries(path: PathLike) -> Freed:
                           if _dead_writer(tmp[len(path):])))
 
 
-def clear_dead_temporaries_in(folder: PathLike, quiet: bool = False) -> Freed:
+def clear_dead_temporaries_in(folder: TextPath, quiet: bool = False) -> Freed:
     """`clear_dead_temporaries` for every file under ``folder`` at once (one walk of the tree); ``quiet`` for a
     writer clearing up after its own helpers, which it stopped itself."""
     folder = os.fspath(folder)
@@ -83,7 +83,7 @@ def clear_dead_temporaries_in(folder: PathLike, quiet: bool = False) -> Freed:
                             for name in names if _dead_writer(name)), quiet)
 
 
-def fsync_folder(folder: PathLike) -> None:
+def fsync_folder(folder: TextPath) -> None:
     """Put a folder's entries (a rename into it) on disk. Windows cannot open a folder; NTFS journals renames."""
     if os.name != "posix":
         return
@@ -94,7 +94,7 @@ def fsync_folder(folder: PathLike) -> None:
         os.close(fd)
 
 
-def publish(tmp: PathLike, path: PathLike, durable: bool = True) -> None:
+def publish(tmp: TextPath, path: TextPath, durable: bool = True) -> None:
     """Rename the finished ``tmp`` over ``path`` in one step; with ``durable``, fsync the folder after."""
     os.replace(tmp, path)
     if durable:
@@ -102,7 +102,7 @@ def publish(tmp: PathLike, path: PathLike, durable: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: PathLike, durable: bool = True, size: Optional[int] = None, what: str = "",
+def atomic_file(path: TextPath, durable: bool = True, size: Optional[int] = None, what: str = "",
                 tidy: bool = True) -> Iterator[IO[bytes]]:
     """Write ``path`` through the binary file this yields: published when the block ends without an error
     (fsynced first with ``durable``), removed when it raises (a full disk raises `DiskFullError` naming ``path``
@@ -131,18 +131,18 @@ def atomic_file(path: PathLike, durable: bool = True, size: Optional[int] = None
         raise
 
 
-def write_atomic(path: PathLike, data: bytes, durable: bool = True, tidy: bool = True) -> None:
+def write_atomic(path: TextPath, data: bytes, durable: bool = True, tidy: bool = True) -> None:
     """``path`` holds ``data`` whole, or what it held before; never a part (``tidy`` as for `atomic_file`)."""
     with atomic_file(path, durable, size=len(data), tidy=tidy) as f:
         f.write(data)
 
 
-def write_json(path: PathLike, value: object) -> None:
+def write_json(path: TextPath, value: object) -> None:
     """``path`` holds ``value`` as indented JSON, whole (`write_atomic`): how results and reports are saved."""
     write_atomic(path, (json.dumps(value, indent=1) + "\n").encode("utf-8"))
 
 
-def save_figure(figure: object, path: PathLike, **savefig: object) -> None:
+def save_figure(figure: object, path: TextPath, **savefig: object) -> None:
     """A matplotlib figure saved to ``path`` whole (`write_atomic`), in the format its extension names."""
     import io
 

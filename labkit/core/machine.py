@@ -1,6 +1,6 @@
-"""This machine, as the loader's processes need to know it: its OS by name, RAM and /dev/shm sizes,
-whether a process runs, how to kill one with everything it started, and how a helper process leaves Ctrl-C
-to its parent.
+"""This machine, as the loader's processes and every measurement need to know it: what it is (`machine_info`,
+printed and stored beside every measurement), its OS by name, RAM and /dev/shm sizes, whether a process runs,
+how to kill one with everything it started, and how a helper process leaves Ctrl-C to its parent.
 
 Kept in core because both the workers' watchdog (what /dev/shm had left when a batch was lost)
 and the checkpoints (is the process holding a lock alive?) ask, below the measurements.
@@ -17,7 +17,7 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 import psutil
 
@@ -29,6 +29,30 @@ SHM_DIR = "/dev/shm"
 def os_name() -> str:
     """This OS as a learner knows it ("Linux", "macOS", "Windows")."""
     return {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
+
+
+def machine_info() -> Dict[str, Any]:
+    """Cores, CPU model, device and library versions: printed and stored beside every measurement."""
+    import torch
+    import torchvision
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    return {"cpu_count": usable_cpus(), "cpu": cpu, "device": device, "torch": torch.__version__,
+            "torchvision": torchvision.__version__, "python": platform.python_version(),
+            "platform": platform.platform(terse=True)}
+
+
+def describe_machine(info: Optional[Dict[str, Any]] = None) -> str:
+    """`machine_info` in one line: ``2 CPUs (Intel Xeon ...), device cpu, torch 2.5.1, torchvision 0.20.1``."""
+    info = info or machine_info()
+    return (f"{info['cpu_count']} CPUs ({info['cpu']}), device {info['device']}, "
+            f"torch {info['torch']}, torchvision {info['torchvision']}")
 
 
 def usable_physical_cores() -> int:

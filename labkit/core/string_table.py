@@ -16,7 +16,8 @@ import numpy as np
 
 from labkit.core.errors import LabkitIndexError, LabkitValueError
 
-PathLike = Union[str, bytes, "os.PathLike[str]"]
+PathLike = Union[str, bytes, "os.PathLike[str]"]  #: a path as os functions take it, bytes included
+TextPath = Union[str, "os.PathLike[str]"]  #: a path that is text: one a message or a temporary name is made from
 
 
 class StringTable:

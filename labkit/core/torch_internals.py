@@ -5,6 +5,8 @@ What labkit needs from behind torch's public API, and why:
 
 * a DataLoader's live iterator and its worker processes: the watchdog names a stuck or dead worker and stops
   them all; the course's clip runner stops them between runs;
+* how long a DataLoader iterator waits for one batch before it raises: the watchdog polls its workers between
+  short waits, so a hang is found while the workers can still be asked what they are doing;
 * taking those workers out of torch's SIGCHLD handler, which would raise their death inside whatever the
   main thread runs, where the watchdog polls for it instead;
 * a storage's use count: reused host buffers and batch slots must know that no tensor still holds them;
@@ -42,6 +44,12 @@ def forget_iterator(loader: Any) -> None:
     """Make the DataLoader start a fresh iterator (and fresh workers) on its next ``iter()``."""
     if hasattr(loader, "_iterator"):
         loader._iterator = None
+
+
+def set_batch_wait(iterator: Any, seconds: float) -> None:
+    """Make ``iterator`` raise "timed out" after waiting ``seconds`` for one batch (0: wait for ever), the
+    DataLoader's ``timeout=`` changed on a live iterator."""
+    iterator._timeout = seconds
 
 
 def worker_processes(iterator: Any) -> List[Any]:

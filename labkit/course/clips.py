@@ -22,7 +22,6 @@ from __future__ import annotations
 import functools
 import os
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -35,10 +34,11 @@ from labkit.core.errors import LabkitFileNotFoundError
 from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike, StringTable
-from labkit.core.torch_internals import forget_iterator, live_iterator, shutdown_workers
-from labkit.decode.decoders import DecodeError, describe_failure, open_image
+from labkit.core.timing import Stopwatch, timestamp
+from labkit.decode.backends import DecodeError, describe_failure, open_image
 from labkit.workers.staged_pipeline import StagedPipeline
 from labkit.workers.thread_budget import torch_threads
+from labkit.workers.worker_stop import close_loader
 
 
 def scan_clips(root: PathLike) -> Tuple[List[str], StringTable, np.ndarray]:
@@ -147,10 +147,10 @@ class LoggedStage:
         self.fn, self.stage, self.log = fn, stage, log
 
     def __call__(self, item: Any) -> Any:
-        start = time.monotonic()
+        start = timestamp()
         out = self.fn(item)
         self.log.append({"stage": self.stage, "pid": os.getpid(), "item": item if isinstance(item, str) else None,
-                         "start": start, "end": time.monotonic()})
+                         "start": start, "end": timestamp()})
         return out
 
 
@@ -243,19 +243,19 @@ class LoaderRunner:
     """Passes of every clip under ``root`` through one DataLoader whose workers each do both steps of a clip;
     its workers start with the first pass and are reused (``persistent_workers``) until `close`."""
 
-    def __init__(self, root: str, work: ClipWork, workers: int) -> None:
+    def __init__(self, root: str, work: ClipWork, num_workers: int) -> None:
         self.log = SharedLog("labkit-clips-")
         self.dataset = LoggedClipDataset(root, work, self.log)
-        self.loader = DataLoader(self.dataset, batch_size=None, num_workers=workers, persistent_workers=workers > 0)
-        self.name = f"DataLoader, {workers} worker{'s' if workers != 1 else ''}"
+        self.loader = DataLoader(self.dataset, batch_size=None, num_workers=num_workers, persistent_workers=num_workers > 0)
+        self.name = f"DataLoader, {num_workers} worker{'s' if num_workers != 1 else ''}"
 
     def run(self) -> ClipRun:
         """One pass over every clip (the first one also starts the workers)."""
         mark = self.log.mark()
         arrivals: List[float] = []
-        start = time.monotonic()
+        start = timestamp()
         for _ in self.loader:
-            arrivals.append(time.monotonic())
+            arrivals.append(timestamp())
         events = self.log.records(mark)
         by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
         decode_start = [by_path[self.dataset.clip_path(k)] for k in range(len(arrivals))]  # arrive in index order
@@ -263,10 +263,7 @@ class LoaderRunner:
 
     def close(self) -> None:
         """Stop the workers (a no-op when none run)."""
-        iterator = live_iterator(self.loader)
-        if iterator is not None:
-            shutdown_workers(iterator)
-        forget_iterator(self.loader)
+        close_loader(self.loader)
 
     def __enter__(self) -> "LoaderRunner":
         return self
@@ -279,7 +276,7 @@ class PipelineRunner:
     """Passes of every clip under ``root`` (or the clip folders ``items``) through one persistent
     `StagedPipeline`: its processes start with the first pass and are reused until `close`."""
 
-    def __init__(self, root: str, work: ClipWork, decoders: int, transformers: int, slots: Optional[int] = None,
+    def __init__(self, root: str, work: ClipWork, num_decoders: int, num_transformers: int, slots: Optional[int] = None,
                  items: Optional[Sequence[str]] = None) -> None:
         self.log = SharedLog("labkit-clips-")
         if items is None:
@@ -288,17 +285,17 @@ class PipelineRunner:
         self.folders = list(items)
         self.pipe = StagedPipeline(self.folders, LoggedStage(work.decode(), "decode", self.log),
                                    LoggedStage(work.transform(), "transform", self.log), work.frame_shape,
-                                   decoders=decoders, transformers=transformers,
-                                   slots=slots or 2 * (decoders + transformers), persistent=True)
-        self.name = f"pipeline, {decoders} decode + {transformers} transform"
+                                   num_decoders=num_decoders, num_transformers=num_transformers,
+                                   slots=slots or 2 * (num_decoders + num_transformers), persistent=True)
+        self.name = f"pipeline, {num_decoders} decode + {num_transformers} transform"
 
     def run(self) -> ClipRun:
         """One pass over every clip (the first one also starts the processes)."""
         mark = self.log.mark()
         arrived: Dict[int, float] = {}
-        start = time.monotonic()
+        start = timestamp()
         for index, _ in self.pipe:
-            arrived[index] = time.monotonic()
+            arrived[index] = timestamp()
         events = self.log.records(mark)
         by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
         order = sorted(arrived)
@@ -316,18 +313,18 @@ class PipelineRunner:
         self.close()
 
 
-def run_dataloader(root: str, work: ClipWork, workers: int) -> ClipRun:
+def run_dataloader(root: str, work: ClipWork, num_workers: int) -> ClipRun:
     """Every clip under ``root`` through a DataLoader whose workers each do both steps of a clip: one pass,
     workers started for it and stopped after (`LoaderRunner` reuses them over passes)."""
-    with LoaderRunner(root, work, workers) as runner:
+    with LoaderRunner(root, work, num_workers) as runner:
         return runner.run()
 
 
-def run_pipeline(root: str, work: ClipWork, decoders: int, transformers: int, slots: Optional[int] = None,
+def run_pipeline(root: str, work: ClipWork, num_decoders: int, num_transformers: int, slots: Optional[int] = None,
                  items: Optional[Sequence[str]] = None) -> ClipRun:
     """Every clip under ``root`` (or the clip folders ``items``) through a `StagedPipeline`: one pass, processes
     started for it and stopped after (`PipelineRunner` reuses them over passes)."""
-    with PipelineRunner(root, work, decoders, transformers, slots, items) as runner:
+    with PipelineRunner(root, work, num_decoders, num_transformers, slots, items) as runner:
         return runner.run()
 
 
@@ -339,10 +336,9 @@ def time_clip_stages(root: str, work: ClipWork, clips: int = 8) -> Dict[str, Lis
     seconds: Dict[str, List[float]] = {s: [] for s in STAGES}
     with torch_threads(1):
         for k in range(min(clips, len(dataset))):
-            t0 = time.perf_counter()
+            watch = Stopwatch()
             frames = decode(dataset.clip_path(k))
-            t1 = time.perf_counter()
+            seconds["decode"].append(watch.lap())
             transform(frames)
-            seconds["decode"].append(t1 - t0)
-            seconds["transform"].append(time.perf_counter() - t1)
+            seconds["transform"].append(watch.lap())
     return seconds

@@ -22,7 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 from labkit.core.environment import usable_cpus
 from labkit.core.wording import count
 from labkit.distributed.ranks import close_process_group, init_from_env, worker_budget
-from labkit.samplers.resumable import DistributedBlockSampler
+from labkit.samplers.block_shuffle import DistributedBlockSampler
 
 
 class IndexedImages(Dataset):
@@ -47,15 +47,15 @@ def small_cnn(classes: int) -> nn.Module:
                          nn.Linear(8 * 16, classes))
 
 
-def run(n: int = 256, batch_size: int = 16, epochs: int = 1, workers: Optional[int] = None,
+def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: Optional[int] = None,
         timeout_s: float = 120.0) -> bool:
     # A rank that waits longer than timeout_s for the others fails with an error instead of hanging the demo.
     info = init_from_env(timeout=datetime.timedelta(seconds=timeout_s))
     dataset = IndexedImages(n)
     sampler = DistributedBlockSampler(n, info.world_size, info.rank, seed=0, block_size=32, window=2)
     budget = worker_budget(usable_cpus(), info.local_world_size)
-    workers = budget.workers_per_rank if workers is None else workers
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=workers)
+    num_workers = budget.workers_per_rank if num_workers is None else num_workers
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
     model = small_cnn(dataset.classes).to(info.device)
     model = nn.parallel.DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == "cuda"
                                                 else None)
@@ -80,7 +80,7 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, workers: Optional[i
             disjoint = len(union) == len(set(union))
             covered = set(union) == set(range(n))
             ok = ok and disjoint and covered
-            print(f"epoch {epoch}: {info.world_size} ranks ({info.backend}, {count(workers, 'worker')} each) saw "
+            print(f"epoch {epoch}: {info.world_size} ranks ({info.backend}, {count(num_workers, 'worker')} each) saw "
                   f"{[len(s) for s in shares]} samples; disjoint: {disjoint}; cover all {n}: {covered}; "
                   f"rank 0 loss {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
     if info.rank == 0:

@@ -21,7 +21,6 @@ import functools
 import os
 import re
 import sys
-import time
 import zlib
 from typing import List, Optional, Sequence, Tuple
 
@@ -31,6 +30,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from labkit.core.environment import usable_cpus
+from labkit.core.timing import Stopwatch
 from labkit.datasets.iterable import ShardedIterableDataset
 from labkit.distributed.ranks import close_process_group, file_crc32, init_from_env, stage_to_local, worker_budget
 from labkit.storage.shards import pack_records
@@ -63,9 +63,9 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
     info = init_from_env("gloo")
     say = functools.partial(print, flush=True)
 
-    start = time.perf_counter()
+    watch = Stopwatch()
     local = stage_to_local(shards, local_dir, info.local_rank)
-    staged_s = time.perf_counter() - start
+    staged_s = watch.elapsed
     timings: List[Optional[float]] = [None] * info.world_size
     dist.all_gather_object(timings, staged_s)
     if info.rank == 0:
@@ -101,22 +101,22 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
     whole = ShardedIterableDataset([functools.partial(pack_records, p) for p in local], decode=features, seed=5,
                                    rank=info.rank, world_size=info.world_size)
     loader = DataLoader(whole, batch_size=batch_size, num_workers=0)
-    steps_done, where, since = 0, "in the gradient all-reduce of step 1", time.perf_counter()
+    steps_done, where, since = 0, "in the gradient all-reduce of step 1", Stopwatch()
     try:
         for x, y in loader:
-            where, since = f"in the gradient all-reduce of step {steps_done + 1}", time.perf_counter()
+            where, since = f"in the gradient all-reduce of step {steps_done + 1}", Stopwatch()
             optimizer.zero_grad()
             nn.functional.cross_entropy(model(x), y % 2).backward()
             optimizer.step()
             steps_done += 1
-        where, since = f"after its last step ({steps_done}), gathering the step counts", time.perf_counter()
+        where, since = f"after its last step ({steps_done}), gathering the step counts", Stopwatch()
         say(f"whole-shard split: rank {info.rank} ran out of batches after {steps_done} steps and waits for the "
             "others to compare step counts")
         counts: List[Optional[int]] = [None] * info.world_size
         dist.all_gather_object(counts, steps_done, group=group)
         say(f"whole-shard split: rank {info.rank} sees step counts {counts}")
     except RuntimeError as e:
-        say(f"whole-shard split: rank {info.rank} waited {where} for {time.perf_counter() - since:.1f} s "
+        say(f"whole-shard split: rank {info.rank} waited {where} for {since.elapsed:.1f} s "
             f"(timeout {timeout_s:g} s), then failed: {type(e).__name__}: {_first_line(e)}")
         os._exit(3)  # the process group is broken: leave without the collectives of a clean shutdown
     del model, optimizer  # before the group goes: see close_process_group

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import queue as queue_module
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
@@ -29,6 +28,7 @@ import torch
 import torch.multiprocessing as tmp
 
 from labkit.core.errors import LabkitRuntimeError, LabkitValueError
+from labkit.core.timing import Deadline, Stopwatch
 from labkit.measure.page_faults import minor_faults
 
 KINDS = ("queue", "ring")
@@ -127,7 +127,7 @@ def measure_handoff(shape: Sequence[int], items: int = 32, passes: int = 3, slot
             for kind in KINDS:
                 before = minor_faults(sender.pid), minor_faults()
                 cpu_before = _cpu(me) + _cpu(them)
-                start = time.perf_counter()
+                watch = Stopwatch()
                 commands.put(kind)
                 for _ in range(items):
                     if kind == "queue":
@@ -136,7 +136,7 @@ def measure_handoff(shape: Sequence[int], items: int = 32, passes: int = 3, slot
                         slot = _get(ready, sender)
                         np.copyto(out, slots_view[slot])
                         free.put(slot)
-                report.seconds[kind].append((time.perf_counter() - start) / items)
+                report.seconds[kind].append(watch.elapsed / items)
                 report.cpu_seconds[kind].append((_cpu(me) + _cpu(them) - cpu_before) / items)
                 after = minor_faults(sender.pid), minor_faults()
                 for faults, b, a in zip((report.sender_faults, report.receiver_faults), before, after):
@@ -161,12 +161,12 @@ def _cpu(process: psutil.Process) -> float:
 
 
 def _get(q: Any, sender: Any) -> Any:
-    deadline = time.monotonic() + _TIMEOUT_S
+    deadline = Deadline(_TIMEOUT_S)
     while True:
         try:
             return q.get(timeout=0.2)
         except queue_module.Empty:
             if not sender.is_alive():
                 raise LabkitRuntimeError(f"the hand-over sender died (exit code {sender.exitcode})") from None
-            if time.monotonic() > deadline:
+            if deadline.expired:
                 raise LabkitRuntimeError(f"no item from the hand-over sender in {_TIMEOUT_S:.0f} s") from None

@@ -14,8 +14,8 @@ import os
 import sys
 from types import ModuleType
 
+from labkit.bench.workspace import data_root
 from labkit.core.errors import LabkitValueError
-from labkit.course.workspace import data_root
 
 
 def learner_folder(lab: str) -> str:

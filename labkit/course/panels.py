@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import html
-import time
 import warnings
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -25,22 +24,24 @@ import numpy as np
 import torch
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
-from torch.utils.data import Dataset, SubsetRandomSampler
+from torch.utils.data import SubsetRandomSampler
 
+from labkit.bench.workspace import Workspace
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
 from labkit.core.machine import MemoryFacts
-from labkit.course.workspace import Workspace
-from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.core.timing import Stopwatch
+from labkit.datasets.map_style import DecodedArrayDataset
+from labkit.datasets.storage_kinds import DECODED_PACK, FOLDER, PACK
 from labkit.decode.registry import DECODERS
 from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
 from labkit.measure.loader_timing import measure_loader, spread_indices
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.order_scores import OrderScores, score_order
-from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.loader_factory import default_num_workers, make_loader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
-STORAGES = ("folder", "pack", "decoded pack")
+STORAGES = (FOLDER, PACK, DECODED_PACK)  # what a CPU loader reads; an encoded pack is for the GPU
 BATCH_SIZES = (8, 16, 32, 64, 128)
 
 
@@ -54,7 +55,7 @@ class LoaderSettings:
     pin_memory: bool = False
     persistent_workers: bool = True
     decoder: str = "pil-reduced"
-    storage: str = "pack"
+    storage: str = PACK
 
 
 KNOBS = tuple(f.name for f in fields(LoaderSettings))
@@ -78,24 +79,13 @@ class LoaderRun:
 
     def __str__(self) -> str:
         s = self.settings
-        knobs = (f"{s.storage}, {s.decoder if s.storage != 'decoded pack' else 'no decode'}, workers {s.num_workers}, "
+        knobs = (f"{s.storage}, {s.decoder if s.storage != DECODED_PACK else 'no decode'}, workers {s.num_workers}, "
                  f"prefetch {s.prefetch_factor}, batch {s.batch_size}, pin {s.pin_memory}, "
                  f"persistent {s.persistent_workers}")
         if self.images_per_s is None:
             return f"{knobs}: refused: {self.note}"
         text = f"{knobs}: {self.images_per_s:.0f} images/s, step {self.step_ms:.1f} ms ({self.passes} passes)"
         return text + (f" [{self.note}]" if self.note else "")
-
-
-def open_storage(workspace: Workspace, storage: str, decoder: str, size: int) -> Dataset:
-    """The workspace's images as a labkit dataset: the folder, the encoded pack, or the decoded pack."""
-    if storage == "folder":
-        return ImageFolderDataset(workspace.folder, decoder=decoder, size=size)
-    if storage == "pack":
-        return PackedDataset(workspace.pack, decoder=decoder, size=size)
-    if storage == "decoded pack":
-        return DecodedArrayDataset(workspace.decoded_pack)
-    raise LabkitValueError(f"storage must be one of {STORAGES}, got {storage!r}")
 
 
 def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128, runs: int = 3,
@@ -109,9 +99,11 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
     between passes, so a run lasts at most one pass longer; a stuck worker raises after
     ``max(30, 4 × seconds)`` s instead of blocking.
     """
-    start = time.perf_counter()
+    watch = Stopwatch()
     size = size or DecodedArrayDataset(workspace.decoded_pack).size[-1]
-    dataset = open_storage(workspace, s.storage, s.decoder, size)
+    if s.storage not in STORAGES:
+        raise LabkitValueError(f"storage {s.storage!r}: a panel measures one of {', '.join(STORAGES)}")
+    dataset = workspace.open(s.storage, s.decoder, size)
     indices = spread_indices(len(dataset), images)
     dataset[indices[0]]  # import the decoder's libraries here, once: forked workers inherit them instead of each paying
     sampler = SubsetRandomSampler(indices, generator=torch.Generator().manual_seed(0))
@@ -133,7 +125,7 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
                 else:
                     rates.append(passed.images_per_s)
                     steps.append(passed.step_s)
-                if time.perf_counter() - start >= seconds:
+                if watch.elapsed >= seconds:
                     break
     finally:
         del loader
@@ -143,7 +135,7 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
         rates, steps = [warmup.images_per_s], [warmup.step_s]
         note = "warm-up pass only (start-up included): raise seconds= for a steady-state figure"
     return LoaderRun(s, float(np.median(rates)), 1000 * float(np.median(steps)), len(rates),
-                     time.perf_counter() - start, note, tuple(rates))
+                     watch.elapsed, note, tuple(rates))
 
 
 def _plan(s: LoaderSettings, size: int) -> LoaderPlan:

@@ -25,12 +25,15 @@ from typing import Any, Callable, Iterable, List, Mapping
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from labkit.collate.collate_fns import stack_uint8
+from labkit.collate.batching import stack_uint8
 from labkit.core.errors import LabkitRuntimeError, LabkitValueError
+from labkit.core.pass_through import PassThrough
 
 
-class _Wrapper(Dataset):
+class _Wrapper(PassThrough, Dataset):
     """Passes samples through; ``sample_path``, ``labels``... of the wrapped dataset stay reachable."""
+
+    wraps = "dataset"
 
     def __init__(self, dataset: Dataset) -> None:
         self.dataset = dataset
@@ -38,10 +41,6 @@ class _Wrapper(Dataset):
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
-    def __getattr__(self, name: str) -> Any:
-        if name == "dataset" or name.startswith("__"):  # never the wrapped dataset's __getitems__
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
 
 
 def wait_for_dead_mount(seconds: float) -> None:

@@ -26,7 +26,7 @@ import torch
 from labkit.course.pitfalls import IndexedDataset
 from labkit.datasets.map_style import DecodedArrayDataset
 from labkit.distributed.checkpoint import load_checkpoint, save_checkpoint
-from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.workers.loader_factory import make_loader
 
 
@@ -34,27 +34,28 @@ def steps_per_epoch(dataset: Sized, batch: int) -> int:
     return math.ceil(len(dataset) / batch)
 
 
-def train(pack: str, checkpoint: str, epochs: int = 2, batch: int = 16, workers: int = 2, every: int = 3,
+def train(pack: str, checkpoint: str, epochs: int = 2, batch_size: int = 16, num_workers: int = 2, every: int = 3,
           step_s: float = 0.02, seed: int = 0) -> torch.Tensor:
     """Train (or resume) to the end; return the model: times each sample was trained on, per epoch."""
     dataset = IndexedDataset(DecodedArrayDataset(pack))
-    loader = make_loader(dataset, batch_size=batch, sampler=BlockShuffleSampler.for_batches(len(dataset), batch, seed=seed),
-                         num_workers=workers, persistent_workers=False)
+    sampler = BlockShuffleSampler.for_batches(len(dataset), batch_size, seed=seed)
+    loader = make_loader(dataset, batch_size=batch_size, sampler=sampler,
+                         num_workers=num_workers, persistent_workers=False)
     seen = torch.zeros(epochs, len(dataset), dtype=torch.int32)
     if os.path.exists(checkpoint):
         state = load_checkpoint(checkpoint)
         seen = state["seen"]
         loader.load_state_dict(state["loader"])
         place = loader.state_dict()["sampler"]
-        print(f"resumed at epoch {place['epoch']} step {place['position'] // batch}", flush=True)
+        print(f"resumed at epoch {place['epoch']} step {place['position'] // batch_size}", flush=True)
     while loader.epoch < epochs:
-        epoch, step = loader.epoch, loader.state_dict()["sampler"]["position"] // batch
+        epoch, step = loader.epoch, loader.state_dict()["sampler"]["position"] // batch_size
         for indices, _images, _labels in loader:
             seen[epoch, indices] += 1
             time.sleep(step_s)  # the model's forward and backward pass
             step += 1
             print(f"step {epoch} {step}", flush=True)
-            if step % every == 0 or step == steps_per_epoch(dataset, batch):
+            if step % every == 0 or step == steps_per_epoch(dataset, batch_size):
                 handed_out = loader.sampler.state_dict()["position"]
                 save_checkpoint({"seen": seen, "loader": loader.state_dict(), "epoch": epoch, "step": step,
                                  "handed_out": handed_out}, checkpoint)

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 from typing import List, Optional
 
-from labkit.course.ablation import model_step
-from labkit.course.workspace import course_workspace
+from labkit.bench.ablation import model_step
+from labkit.bench.workspace import course_workspace
 from labkit.datasets.map_style import PackedDataset
 from labkit.device.transfer import DevicePrefetcher
 from labkit.workers.loader_factory import make_loader

@@ -23,7 +23,7 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 from torch.utils.data import Dataset
 
 from labkit.core.errors import LabkitIndexError, LabkitValueError
-from labkit.workers.profiled_loader import timed_batches
+from labkit.core.timing import Stopwatch, timed
 
 
 class CallCountingDataset(Dataset):
@@ -117,19 +117,19 @@ def time_batch_waits(loader: Iterable[Any], step_s: float = 0.0, key: Optional[C
     waits: List[float] = []
     keys: List[Any] = []
     first: Optional[float] = None
-    started = time.perf_counter()
-    arrived = started
-    for seen, (waited, batch) in enumerate(timed_batches(loader), 1):
-        now = time.perf_counter()
+    watch = Stopwatch()
+    arrived = 0.0
+    for seen, (waited, batch) in enumerate(timed(loader), 1):
+        now = watch.elapsed
         if seen <= startup_batches:
-            first, arrived = now - started, now
+            first, arrived = now, now
         else:
             waits.append(waited)
         if key is not None:
             keys.append(key(batch))
         if step_s:
             time.sleep(step_s)
-        done = time.perf_counter()  # the end of the last step: shutting the workers down is not the epoch's
+        done = watch.elapsed  # the end of the last step: shutting the workers down is not the epoch's
     if first is None:
         raise LabkitValueError("the loader produced no batch: is the dataset empty?")
     return BatchWaits(waits, first, done - arrived, keys)

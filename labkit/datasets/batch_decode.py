@@ -4,7 +4,7 @@ torch's DataLoader hands a dataset that has ``__getitems__`` the whole batch of 
 image datasets use that: every sample of the batch is read, decoded (or cropped) and written into its row
 of one preallocated ``B×3×H×W`` uint8 tensor — in shared memory inside a worker, so it crosses to the main
 process without a copy — by a small pool of threads of the process doing the fetch. The decoders release
-the GIL (`labkit.decode.registry`), so the threads decode in parallel; `labkit.collate.collate_fns.stack_uint8`
+the GIL (`labkit.decode.registry`), so the threads decode in parallel; `labkit.collate.batching.stack_uint8`
 sees rows of one tensor and passes it on without stacking a copy.
 
 Threads x processes stay within the usable CPUs (`labkit.core.environment.decode_thread_budget`): with two

@@ -27,7 +27,7 @@ import torch
 
 from labkit.core.errors import LabkitKeyError, LabkitTypeError
 from labkit.datasets.map_style import Crop, EncodedImages, LabeledImageDataset, output_hw
-from labkit.decode.decoders import MAX_PIXELS, Size
+from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.registry import get_decoder, preferred_decoder
 
 Key = Union[str, int]
@@ -90,7 +90,7 @@ class RecordDataset(EncodedImages, LabeledImageDataset):
     fills_batches = True
 
     def __init__(self, records: Any, image_key: Key = "image", label_key: Key = "label",
-                 classes: Optional[Sequence[str]] = None, decoder: Optional[str] = None, size: Size = 256,
+                 classes: Optional[Sequence[str]] = None, decoder: Optional[str] = None, size: Size = OUTPUT_SIZE,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
                  max_pixels: int = MAX_PIXELS, crop: Optional[Crop] = None, decode_threads: Optional[int] = None) -> None:
         super().__init__(transform, on_error, crop, decode_threads)
@@ -130,7 +130,7 @@ def stream_key(sample: Any, position: int) -> int:
 
 
 def decode_stream(samples: Iterable[Any], image_key: Key = "jpg", label_key: Key = "cls",
-                  decoder: Optional[str] = None, size: Size = 256, crop: Optional[Crop] = None,
+                  decoder: Optional[str] = None, size: Size = OUTPUT_SIZE, crop: Optional[Crop] = None,
                   epoch: int = 0, max_pixels: int = MAX_PIXELS) -> Iterator[Tuple[torch.Tensor, int]]:
     """Each sample of a stream as (uint8 C×H×W image, label), decoded by labkit: ``crop``'s box drawn from
     (its seed, ``epoch``, the sample's key), else resized to ``size``. Labels may be stored as text

@@ -10,15 +10,16 @@ Both read the same records, written to a `SharedLog` from inside each worker:
 from __future__ import annotations
 
 import os
-import time
 from typing import Any, Dict, List, Sequence
 
 from torch.utils.data import Dataset, get_worker_info
 
+from labkit.core.pass_through import PassThrough
 from labkit.core.shared_log import SharedLog
+from labkit.core.timing import timestamp
 
 
-class FetchLoggedDataset(Dataset):
+class FetchLoggedDataset(PassThrough, Dataset):
     """``dataset``'s samples, each fetch logged to ``log`` (see the module's docstring).
 
     Batched fetches go through the wrapped dataset's ``__getitems__`` where it has one, so wrapping
@@ -26,21 +27,18 @@ class FetchLoggedDataset(Dataset):
     sample_path...) are the wrapped dataset's.
     """
 
+    wraps = "dataset"
+
     def __init__(self, dataset: Dataset, log: SharedLog) -> None:
         self.dataset, self.log = dataset, log
 
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
-    def __getattr__(self, name: str) -> Any:
-        if name in ("dataset", "log"):  # not set yet (unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.dataset, name)
-
     def _note(self, event: str, indices: List[int], **extra: float) -> None:
         info = get_worker_info()
         record: Dict[str, Any] = {"worker": info.id if info else -1, "pid": os.getpid(), "event": event,
-                                  "indices": indices, "time": time.monotonic(), **extra}
+                                  "indices": indices, "time": timestamp(), **extra}
         self.log.append(record)
 
     def __getitem__(self, index: int) -> Any:
@@ -50,7 +48,7 @@ class FetchLoggedDataset(Dataset):
         # ``indices`` goes to the wrapped dataset as it came: a batch sampler may send more than a list
         # (labkit.workers.shared_slots sends the slot to write into with the indices).
         logged = [int(i) for i in indices]
-        start = time.monotonic()
+        start = timestamp()
         self._note("start", logged)
         fetch = getattr(self.dataset, "__getitems__", None)
         try:

@@ -37,9 +37,9 @@ from labkit.core.host_buffers import batch_buffer
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike, StringTable
 from labkit.datasets.batch_decode import BatchDecoder
-from labkit.decode.crop_box import crop_resize_flip
-from labkit.decode.decoders import MAX_PIXELS, DecodeError, Size, target_hw
+from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, target_hw
 from labkit.decode.center_crop import CenterCrop
+from labkit.decode.crop_box import crop_resize_flip
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import crops_in_decode, get_decoder, preferred_decoder
 from labkit.storage.image_folder import scan_image_folder
@@ -338,7 +338,7 @@ class ImageFilesDataset(EncodedImages, LabeledImageDataset):
     fills_batches = True
 
     def __init__(self, files: Sequence[PathLike], labels: Sequence[Any], classes: Optional[Sequence[str]] = None,
-                 decoder: Optional[str] = None, size: Size = 256,
+                 decoder: Optional[str] = None, size: Size = OUTPUT_SIZE,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
                  max_pixels: int = MAX_PIXELS, crop: Optional[Crop] = None, decode_threads: Optional[int] = None,
                  root: PathLike = "") -> None:
@@ -369,7 +369,7 @@ class ImageFolderDataset(ImageFilesDataset):
     """Images in an ImageFolder tree (``root/<class>/<file>``), decoded by ``decoder`` (default: the fastest
     installed, `labkit.decode.registry.preferred_decoder`) to ``size``."""
 
-    def __init__(self, root: PathLike, decoder: Optional[str] = None, size: Size = 256,
+    def __init__(self, root: PathLike, decoder: Optional[str] = None, size: Size = OUTPUT_SIZE,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
                  max_pixels: int = MAX_PIXELS, crop: Optional[Crop] = None,
                  decode_threads: Optional[int] = None) -> None:
@@ -406,7 +406,7 @@ class PackedDataset(EncodedImages, PackBackedDataset):
 
     fills_batches = True
 
-    def __init__(self, pack_path: PathLike, decoder: Optional[str] = None, size: Size = 256,
+    def __init__(self, pack_path: PathLike, decoder: Optional[str] = None, size: Size = OUTPUT_SIZE,
                  transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
                  max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Optional[Crop] = None,
                  decode_threads: Optional[int] = None) -> None:
@@ -475,8 +475,8 @@ class DecodedArrayDataset(PackBackedDataset):
 class EncodedPackDataset(PackBackedDataset):
     """The encoded files of a pack, undecoded, as uint8 byte tensors: for decoding on the GPU.
 
-    Workers only read; `labkit.decode.decoders.decode_jpeg_batch` decodes a whole batch on the device.
-    Collate with `labkit.collate.collate_fns.list_collate` (files differ in length).
+    Workers only read; `labkit.decode.backends.decode_jpeg_batch` decodes a whole batch on the device.
+    Collate with `labkit.collate.batching.list_collate` (files differ in length).
     """
 
     def __init__(self, pack_path: PathLike, on_error: str = "raise", check_crc: bool = True) -> None:

@@ -4,14 +4,14 @@ Import rule: labkit.decode may import labkit.core, nothing else.
 
 The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
 distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; course and tools may use everything; nothing imports course or tools.
+and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
 """
 
 from labkit.core.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "DecodeError": "decoders",
-    "DecompressionBombError": "decoders",
+    "DecodeError": "backends",
+    "DecompressionBombError": "backends",
     "DECODERS": "registry",
     "DecoderInfo": "registry",
     "decoder_info": "registry",
@@ -19,17 +19,17 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "get_decoder": "registry",
     "preferred_decoder": "registry",
     "decode_simplejpeg": "simplejpeg_decoder",
-    "decode_pil": "decoders",
-    "decode_pil_reduced": "decoders",
-    "decode_torchvision": "decoders",
-    "decode_torchcodec": "decoders",
-    "torchcodec_available": "decoders",
-    "decode_jpeg_batch": "decoders",
-    "check_decodable": "decoders",
-    "describe_failure": "decoders",
-    "open_image": "decoders",
-    "target_hw": "decoders",
-    "psnr": "decoders",
+    "decode_pil": "backends",
+    "decode_pil_reduced": "backends",
+    "decode_torchvision": "backends",
+    "decode_torchcodec": "backends",
+    "torchcodec_available": "backends",
+    "decode_jpeg_batch": "backends",
+    "check_decodable": "backends",
+    "describe_failure": "backends",
+    "open_image": "backends",
+    "target_hw": "backends",
+    "psnr": "backends",
     "RandomResizedCrop": "random_crop",
     "CenterCrop": "center_crop",
     "CropBox": "crop_box",

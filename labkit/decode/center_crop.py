@@ -18,8 +18,8 @@ from typing import Tuple
 import torch
 
 from labkit.core.errors import LabkitValueError
+from labkit.decode.backends import MAX_PIXELS, Size, target_hw
 from labkit.decode.crop_box import CropBox
-from labkit.decode.decoders import MAX_PIXELS, Size, target_hw
 from labkit.decode.registry import decoder_info
 
 

@@ -22,7 +22,7 @@ import torch
 from PIL import Image
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.decoders import (EXIF_ORIENTATION, MAX_PIXELS, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, open_image,
+from labkit.decode.backends import (EXIF_ORIENTATION, MAX_PIXELS, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, open_image,
                                     pil_to_tensor, resize_uint8, to_rgb)
 
 Stage = Tuple[str, Callable[[Any], Any]]

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale
-from labkit.decode.decoders import (EXIF_ORIENTATION, MAX_PIXELS, DecodeError, Decoder, describe_failure, open_image,
+from labkit.decode.backends import (EXIF_ORIENTATION, MAX_PIXELS, DecodeError, Decoder, describe_failure, open_image,
                                     to_rgb)
 
 Draw = Callable[[int, int], CropBox]

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
+from labkit.decode.backends import MAX_PIXELS, DecodeError, Size, target_hw
 from labkit.decode.crop_box import CropBox, draw_box
-from labkit.decode.decoders import MAX_PIXELS, DecodeError, Size, target_hw
 from labkit.decode.registry import decoder_info
 
 

@@ -21,8 +21,9 @@ import torch
 
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode import decoder_stages
-from labkit.decode.decoders import (MAX_PIXELS, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, Decoder, Size, torchvision_io,
-                                    decode_pil, decode_pil_reduced, decode_torchcodec, decode_torchvision)
+from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, Decoder, Size,
+                                    decode_pil, decode_pil_reduced, decode_torchcodec, decode_torchvision,
+                                    torchvision_io)
 from labkit.decode.pil_crop import CropDecoder, crop_after_decode, crop_pil_reduced
 
 PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
@@ -108,7 +109,7 @@ def get_decoder(name: str) -> Decoder:
     return info.decode
 
 
-def decode_image(data: bytes, size: Size = 256, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_image(data: bytes, size: Size = OUTPUT_SIZE, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """Decode ``data`` with the decoder named ``decoder`` to a uint8 tensor of shape (3, H, W)."""
     return get_decoder(decoder)(data, size, max_pixels)
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from labkit.decode.crop_box import CropBox, dct_scale, reduction_for
-from labkit.decode.decoders import (MAX_PIXELS, DecodeError, Size, decode_pil_reduced, describe_failure,
+from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, decode_pil_reduced, describe_failure,
                                     refuse_oversized, resize_uint8, target_hw)
 from labkit.decode.jpeg_orientation import exif_orientation, orient, rotates
 from labkit.decode.pil_crop import crop_pil_reduced
@@ -87,7 +87,7 @@ def chw(pixels: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(pixels).permute(2, 0, 1)
 
 
-def decode_simplejpeg(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """A JPEG decoded at the smallest power-of-two DCT scale that is still no smaller than ``size``, then
     torch's antialiased uint8 resize; other files through Pillow (``pil-reduced``)."""
     header = own_jpeg(data, max_pixels)

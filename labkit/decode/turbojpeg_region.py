@@ -24,8 +24,8 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import torch
 
+from labkit.decode.backends import MAX_PIXELS, DecodeError, describe_failure, refuse_oversized
 from labkit.decode.crop_box import CropBox, dct_scale
-from labkit.decode.decoders import MAX_PIXELS, DecodeError, describe_failure, refuse_oversized
 from labkit.decode.jpeg_orientation import exif_orientation
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, is_jpeg
 
@@ -51,7 +51,9 @@ class _Region(ctypes.Structure):
     _fields_ = [("x", ctypes.c_int), ("y", ctypes.c_int), ("w", ctypes.c_int), ("h", ctypes.c_int)]
 
 
-def _load(path: str) -> Optional[ctypes.CDLL]:
+def load_library(path: str) -> Optional[ctypes.CDLL]:
+    """The TurboJPEG 3 library at ``path`` with the region decode this module needs; None where it does not load
+    or has no ``tj3SetCroppingRegion`` (an older libturbojpeg)."""
     try:
         lib = ctypes.CDLL(path)
     except OSError:
@@ -74,7 +76,7 @@ def find_library() -> Optional[ctypes.CDLL]:
     """A loadable libturbojpeg with the TurboJPEG 3 API: ``$LABKIT_TURBOJPEG``, else the usual names; or None."""
     found = ctypes.util.find_library("turbojpeg")
     for path in (os.environ.get(LIBRARY_ENV), found, *NAMES):
-        lib = _load(path) if path else None
+        lib = load_library(path) if path else None
         if lib is not None:
             return lib
     return None

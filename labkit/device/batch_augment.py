@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.decoders import Size, target_hw
+from labkit.decode.backends import Size, target_hw
 from labkit.decode.crop_box import draw_box
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, normalize_affine
 

@@ -15,9 +15,9 @@ from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, 
 
 import torch
 
-from labkit.collate.collate_fns import MixUp
-from labkit.core.host_buffers import HostBuffers
+from labkit.collate.mixing import MixUp
 from labkit.core.errors import LabkitTypeError
+from labkit.core.host_buffers import HostBuffers
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -51,7 +51,7 @@ def normalize_mix_uint8(images: torch.Tensor, perm: torch.Tensor, lam: float,
                         out: Optional[torch.Tensor] = None, per_sample: Optional[bool] = None) -> torch.Tensor:
     """uint8 N×C×H×W → normalised MixUp ``lam·x + (1−lam)·x[perm]`` in float32, in one pass.
 
-    The same batch as `normalize_uint8` followed by `labkit.collate.collate_fns.mix_batch` with the same
+    The same batch as `normalize_uint8` followed by `labkit.collate.mixing.mix_batch` with the same
     ``lam`` and ``perm`` (normalisation is affine, so it commutes with a weighted mean), at
     half the memory traffic. ``per_sample`` (default: on a CPU) works one sample at a time, so
     the float intermediates stay in cache: measured on a 2-core VM, 12 ms a 64×3×256×256
@@ -95,7 +95,7 @@ class DevicePrefetcher:
 
     ``normalize=(mean, std)`` (ImageNet's by default; ``None`` to keep uint8) converts on the
     device; ``mix`` is any ``(images, labels) -> (images, labels)`` applied there after, e.g.
-    ``labkit.collate.collate_fns.MixUp(num_classes=10)``, which is folded into the normalisation pass
+    ``labkit.collate.mixing.MixUp(num_classes=10)``, which is folded into the normalisation pass
     (`normalize_mix_uint8`) rather than run after it (a subclass of it is called as given).
     On a CPU the float batches are written into reused `HostBuffers` (``buffers``), so each
     step does not pay 12,800 page faults for a fresh 50 MiB tensor; a batch you keep is never

@@ -6,7 +6,7 @@ tools.
 
 The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
 distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; course and tools may use everything; nothing imports course or tools.
+and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
 """
 
 from labkit.core.lazy import lazy_exports
@@ -33,6 +33,6 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "private_shm": "small_shm",
     "autotune": "autotuner",
     "Budget": "autotuner",
-    "Config": "autotuner",
+    "LoaderConfig": "autotuner",
     "TuneResult": "autotuner",
 })

@@ -11,7 +11,7 @@ For each decoder it adds workers one at a time and stops as soon as one more wor
 less than ``min_gain`` (starting from none — `labkit.workers.thread_loader.ThreadLoader`, every core's thread
 decoding in the main process — for the decoders whose record says they release the GIL); then it tries a deeper prefetch on the best worker count, and the
 main process's thread count and the batch layout (random batches, or locality-aware ones from
-`labkit.samplers.resumable.BlockShuffleSampler`) on the winner. What it measures is the whole pipeline up to
+`labkit.samplers.block_shuffle.BlockShuffleSampler`) on the winner. What it measures is the whole pipeline up to
 the device: the loader, then normalisation and MixUp (`labkit.device.transfer.DevicePrefetcher`).
 
 The search (`search`) takes any ``measure(config) -> (images/s, peak memory bytes)``, so it can be
@@ -26,23 +26,27 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tupl
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
-from labkit.collate.collate_fns import MixUp, stack_uint8
-from labkit.core.atomic import write_json
+from labkit.collate.batching import stack_uint8
+from labkit.collate.mixing import MixUp
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitRuntimeError
 from labkit.core.machine import memory_facts
-from labkit.datasets.map_style import DecodedArrayDataset, PackedDataset
+from labkit.core.machine import describe_machine, machine_info
+from labkit.datasets.map_style import PackedDataset
+from labkit.datasets.storage_kinds import DECODED_PACK, PACK, open_images
+from labkit.decode.backends import OUTPUT_SIZE
 from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label
 from labkit.device.transfer import DevicePrefetcher
 from labkit.diagnose.doctor import shm_batches
-from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader
+from labkit.measure.loader_timing import measure_loader
 from labkit.measure.process_memory import PeakMemory, tree_memory_measure
-from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.measure.result_files import write_result
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.workers.thread_budget import torch_threads
 from labkit.workers.thread_loader import ThreadLoader
 
 @dataclass(frozen=True)
-class Config:
+class LoaderConfig:
     decoder: str  # a labkit decoder name, or NO_DECODE for a decoded pack
     num_workers: int  # 0 with a decoder: no worker processes, decoding threads in the main process (ThreadLoader)
     prefetch_factor: int = 2
@@ -69,16 +73,16 @@ def default_budget(fraction: float = 0.5) -> Budget:
 
 @dataclass
 class Trial:
-    config: Config
+    config: LoaderConfig
     images_per_s: float = 0.0
     peak_memory: int = 0  # bytes, main process + workers (TuneResult.memory_measure says which figure)
     in_flight: int = 0
-    verdict: str = "measured"  # or why it was rejected
+    decision: str = "measured"  # or why it was rejected, or "chosen"
 
 
 @dataclass
 class TuneResult:
-    best: Config
+    best: LoaderConfig
     best_images_per_s: float
     budget: Budget
     trials: List[Trial] = field(default_factory=list)
@@ -87,12 +91,12 @@ class TuneResult:
 
     def __str__(self) -> str:
         lines = [f"{'decoder':<22}{'num_workers':>12}{'prefetch_factor':>16}{'threads':>8}{'batches':>8}{'images/s':>10}"
-                 f"{f'peak {self.memory_measure} MiB':>14}  verdict"]
+                 f"{f'peak {self.memory_measure} MiB':>14}  decision"]
         for t in self.trials:
             threads = t.config.main_threads or "-"
             workers = t.config.num_workers or ("0" if t.config.decoder == NO_DECODE else "threads")
             lines.append(f"{decoder_label(t.config.decoder):<22}{workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
-                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.verdict}")
+                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.decision}")
         b = self.best
         loader = (f"num_workers={b.num_workers}" if b.num_workers or b.decoder == NO_DECODE
                   else "no worker processes (ThreadLoader: decoding threads in the main process)")
@@ -107,10 +111,10 @@ class TuneResult:
         return {"machine": self.machine, "budget": asdict(self.budget), "best": asdict(self.best),
                 "best_images_per_s": self.best_images_per_s, "memory_measure": self.memory_measure,
                 "trials": [{**asdict(t.config), "images_per_s": t.images_per_s, "peak_memory": t.peak_memory,
-                            "in_flight": t.in_flight, "verdict": t.verdict} for t in self.trials]}
+                            "in_flight": t.in_flight, "decision": t.decision} for t in self.trials]}
 
 
-Measure = Callable[[Config], Tuple[float, int]]
+Measure = Callable[[LoaderConfig], Tuple[float, int]]
 
 
 def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: Budget, batch_bytes: int,
@@ -129,15 +133,15 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
     """
     trials: List[Trial] = []
 
-    def attempt(config: Config) -> Optional[Trial]:
+    def attempt(config: LoaderConfig) -> Optional[Trial]:
         trial = Trial(config, in_flight=shm_batches(config.num_workers, config.prefetch_factor) * batch_bytes)
         trials.append(trial)
         if trial.in_flight > budget.shm_bytes:
-            trial.verdict = f"skipped: {trial.in_flight / 2**20:.0f} MiB in flight > shm budget"
+            trial.decision = f"skipped: {trial.in_flight / 2**20:.0f} MiB in flight > shm budget"
             return None
         trial.images_per_s, trial.peak_memory = measure(config)
         if trial.peak_memory > budget.ram_bytes:
-            trial.verdict = f"rejected: {trial.peak_memory / 2**20:.0f} MiB > RAM budget"
+            trial.decision = f"rejected: {trial.peak_memory / 2**20:.0f} MiB > RAM budget"
             return None
         return trial
 
@@ -145,17 +149,17 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
     for decoder in decoders:
         best: Optional[Trial] = None
         for workers in range(0 if decoder == NO_DECODE or decoder in threaded else 1, max_workers + 1):
-            trial = attempt(Config(decoder, workers, prefetches[0]))
+            trial = attempt(LoaderConfig(decoder, workers, prefetches[0]))
             if trial is None:
                 break
             accepted.append(trial)
             if best is not None and trial.images_per_s < best.images_per_s * (1 + min_gain):
-                trial.verdict = f"stop: +1 worker gained < {min_gain:.0%}"
+                trial.decision = f"stop: +1 worker gained < {min_gain:.0%}"
                 break
             best = trial
         if best is not None and best.config.num_workers:
             for prefetch in prefetches[1:]:
-                trial = attempt(Config(decoder, best.config.num_workers, prefetch))
+                trial = attempt(LoaderConfig(decoder, best.config.num_workers, prefetch))
                 if trial is not None:
                     accepted.append(trial)
     if not accepted:
@@ -168,15 +172,16 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
                 if trial is not None:
                     accepted.append(trial)
     winner = max(accepted, key=lambda t: t.images_per_s)
-    winner.verdict = "chosen"
+    winner.decision = "chosen"
     return TuneResult(winner.config, winner.images_per_s, budget, trials)
 
 
-def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size: int, size: int,
+def _pipeline(pack: str, decoded_pack: Optional[str], config: LoaderConfig, batch_size: int, size: int,
               classes: int, check_crc: bool) -> Iterable:
     """What training consumes: the loader, then normalisation and MixUp on the device (`DevicePrefetcher`)."""
-    dataset = (DecodedArrayDataset(decoded_pack, check_crc=check_crc) if config.decoder == NO_DECODE
-               else PackedDataset(pack, config.decoder, size, check_crc=check_crc))
+    decoded = config.decoder == NO_DECODE
+    dataset = open_images(DECODED_PACK if decoded else PACK, decoded_pack if decoded else pack,  # type: ignore[arg-type]
+                          None if decoded else config.decoder, size, check_crc=check_crc)
     parallel = dict(prefetch_factor=config.prefetch_factor, persistent_workers=True) if config.num_workers else {}
     sampler = (BlockShuffleSampler.for_batches(len(dataset), batch_size) if config.sampler == "block"
                else RandomSampler(dataset))
@@ -189,7 +194,7 @@ def _pipeline(pack: str, decoded_pack: Optional[str], config: Config, batch_size
     return DevicePrefetcher(loader, mix=MixUp(classes))
 
 
-def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64, size: int = 256,
+def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64, size: int = OUTPUT_SIZE,
              max_workers: Optional[int] = None, budget: Optional[Budget] = None, batches: int = 4,
              runs: int = 2, decoders: Optional[Sequence[str]] = None, check_crc: bool = True,
              min_seconds: float = 0.0) -> TuneResult:
@@ -206,7 +211,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
     names = list(decoders or DECODERS) + ([NO_DECODE] if decoded_pack else [])
     classes = len(PackedDataset(pack).classes)
 
-    def measure(config: Config) -> Tuple[float, int]:
+    def measure(config: LoaderConfig) -> Tuple[float, int]:
         peak = PeakMemory()
         with torch_threads(config.main_threads):
             pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes, check_crc)
@@ -224,5 +229,5 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
 
 def save_result(result: TuneResult, path: str) -> None:
     """``result`` as JSON in ``path``, written whole."""
-    write_json(path, result.to_dict())
+    write_result(path, result.to_dict())
 

@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
@@ -19,15 +17,17 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from labkit.collate.collate_fns import stack_uint8
+from labkit.collate.batching import stack_uint8
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitTypeError
 from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
+from labkit.core.timing import Passes, Stopwatch, time_calls, timestamp
 from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset
-from labkit.decode.decoders import MAX_PIXELS
-from labkit.measure.decoder_speed import median_seconds, time_decoders
+from labkit.decode.backends import MAX_PIXELS
+from labkit.measure.decoder_speed import time_decoders
+from labkit.workers.loader_factory import default_num_workers
 
 _CLEARLY_FASTER = 0.9  # a decoder is advised only if it took under 90 % of the time: closer is within timing noise
 _OVERLAP_COPY = ("overlap the copy with compute: labkit.device.transfer.DevicePrefetcher copies the next pinned batch on a "
@@ -100,11 +100,11 @@ def _share_memory_time(tensors: List[torch.Tensor], repeats: int) -> float:
     times = []
     for _ in range(repeats):
         copies = [t.clone() for t in tensors]
-        t0 = time.perf_counter()
+        watch = Stopwatch()
         for t in copies:
             t.share_memory_()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        times.append(watch.elapsed)
+    return Passes(tuple(times)).median
 
 
 def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Callable = stack_uint8,
@@ -118,7 +118,7 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
     if not (hasattr(dataset, "read_raw") and hasattr(dataset, "decode_raw")):
         raise LabkitTypeError(f"{type(dataset).__name__} has no read_raw/decode_raw; use a labkit dataset, or "
                         "time it as a whole with find_slow_samples")
-    workers = usable_cpus() if num_workers is None else num_workers
+    workers = default_num_workers(main_process_steps=False) if num_workers is None else num_workers
     rng = np.random.default_rng(seed)
     indices = rng.choice(len(dataset), size=min(batch_size, len(dataset)), replace=False).tolist()
     raw = [dataset.read_raw(i) for i in indices]
@@ -128,17 +128,17 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
     batch = collate_fn(samples)
     tensors = [t for t in (batch if isinstance(batch, (list, tuple)) else [batch]) if isinstance(t, torch.Tensor)]
 
-    stages = [StageTime("read", median_seconds(lambda: [dataset.read_raw(i) for i in indices], repeats), True),
-              StageTime("decode", median_seconds(lambda: [dataset.decode_raw(r) for r in raw], repeats), True),
-              StageTime("transform", median_seconds(lambda: [transform(img) for img in images], repeats)
+    stages = [StageTime("read", time_calls(lambda: [dataset.read_raw(i) for i in indices], repeats).median, True),
+              StageTime("decode", time_calls(lambda: [dataset.decode_raw(r) for r in raw], repeats).median, True),
+              StageTime("transform", time_calls(lambda: [transform(img) for img in images], repeats).median
                         if transform else 0.0, True),
-              StageTime("collate", median_seconds(lambda: collate_fn(samples), repeats), True),
+              StageTime("collate", time_calls(lambda: collate_fn(samples), repeats).median, True),
               StageTime("worker→main copy", _share_memory_time(tensors, repeats), True)]
     skipped: Dict[str, str] = {}
     device = torch.device(device) if device is not None else (
         torch.device("cuda") if torch.cuda.is_available() else None)
     if device is not None and device.type == "cuda":
-        stages.append(StageTime("pin", median_seconds(lambda: [t.pin_memory() for t in tensors], repeats), False))
+        stages.append(StageTime("pin", time_calls(lambda: [t.pin_memory() for t in tensors], repeats).median, False))
         pinned = [t.pin_memory() for t in tensors]
 
         def copy() -> None:
@@ -147,7 +147,7 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
             torch.cuda.synchronize(device)
 
         copy()
-        stages.append(StageTime("device copy", median_seconds(copy, repeats), False))
+        stages.append(StageTime("device copy", time_calls(copy, repeats).median, False))
     else:
         skipped["pin"] = skipped["device copy"] = "no CUDA device here"
     report = BottleneckReport(stages, len(indices), workers, skipped)
@@ -187,7 +187,7 @@ def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence
     elif stage == "transform":
         options.append("make the transforms cheaper, or move them to the device after the copy")
     elif stage == "collate" and collate_fn is not stack_uint8:
-        options.append("collate with labkit.collate.collate_fns.stack_uint8 (uint8, straight into one tensor)")
+        options.append("collate with labkit.collate.batching.stack_uint8 (uint8, straight into one tensor)")
     elif stage in ("worker→main copy", "pin", "device copy"):
         if any(t.is_floating_point() for t in tensors):
             options.append("hand over uint8 batches and convert on the device: 4x fewer bytes than float32")
@@ -244,9 +244,9 @@ def find_slow_samples(dataset: Dataset, indices: Optional[Sequence[int]] = None,
     indices = list(range(len(dataset))) if indices is None else [int(i) for i in indices]  # type: ignore[arg-type]
     seconds = []
     for i in tqdm(indices, desc="timing samples", unit=" samples", disable=not progress):
-        t0 = time.perf_counter()
+        watch = Stopwatch()
         dataset[i]
-        seconds.append(time.perf_counter() - t0)
+        seconds.append(watch.elapsed)
     path_of = getattr(dataset, "sample_path", None)
     return SlowSampleReport(indices, seconds, [path_of(i) if path_of else None for i in indices])
 
@@ -300,10 +300,10 @@ def record_timeline(dataset: Dataset, batches: int = 20, **loader_kwargs: Any) -
     """Iterate ``batches`` batches of ``DataLoader(dataset, **loader_kwargs)`` and record who did what when."""
     log = SharedLog("labkit-timeline-")
     loader = DataLoader(FetchLoggedDataset(dataset, log), **loader_kwargs)
-    start = time.monotonic()
+    start = timestamp()
     received = []
     for k, _ in enumerate(loader):
-        received.append(time.monotonic())
+        received.append(timestamp())
         if k + 1 >= batches:
             break
     del loader

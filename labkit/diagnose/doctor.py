@@ -24,12 +24,12 @@ from labkit.workers.thread_budget import main_thread_budget, threads_per_worker
 GIB = 2**30
 
 
-def shm_batches(workers: int, prefetch: int) -> int:
-    """Most batches a loader holds in /dev/shm at once: workers × prefetch_factor made or waiting,
+def shm_batches(num_workers: int, prefetch_factor: int) -> int:
+    """Most batches a loader holds in /dev/shm at once: num_workers × prefetch_factor made or waiting,
     the one the training step holds, and the next, which arrives while ``for batch in loader``
     still holds the last (peaks of workers × prefetch + 1 and + 2 batches were measured in a
     small /dev/shm). None without workers: the main process makes batches in its own memory."""
-    return workers * prefetch + 2 if workers else 0
+    return num_workers * prefetch_factor + 2 if num_workers else 0
 
 
 @dataclass(frozen=True)

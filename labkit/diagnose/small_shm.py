@@ -35,6 +35,7 @@ import traceback
 from typing import Any, Dict, Optional, Sequence, Tuple
 
 from labkit.core.errors import LabkitError, LabkitValueError
+from labkit.core.timing import Deadline
 
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
@@ -170,8 +171,8 @@ def run_plan(shm_bytes: int, num_workers: int, prefetch_factor: int, batch_size:
     gc.collect()
     # A worker stopped a moment ago may still be exiting, its last pages not yet freed: what is left is
     # what is still there once every child has ended (waited for, up to 5 s).
-    deadline = time.monotonic() + 5.0
-    while (multiprocessing.active_children() or _shm_used()) and time.monotonic() < deadline:
+    deadline = Deadline(5.0)
+    while (multiprocessing.active_children() or _shm_used()) and not deadline.expired:
         time.sleep(0.05)
     left = _shm_used()
     result["left_used_mib"] = None if left is None else left / MIB

@@ -47,6 +47,7 @@ from labkit.core.errors import LabkitValueError
 from labkit.core.machine import os_name, process_maps, running
 from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
+from labkit.core.timing import Deadline, Stopwatch
 from labkit.measure.process_memory import MEASURES, private_bytes, read_memory, rss_bytes, unique_anonymous_bytes
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.worker_init import WorkerInitChain
@@ -79,9 +80,9 @@ class RecordWorkerPid:
 def _worker_pids(log: SharedLog, wait_for: int = 0) -> Dict[str, int]:
     """Each worker's pid by name ("worker 0", ...) as `RecordWorkerPid` logged it, once ``wait_for`` have
     (at most `WORKER_START_S`)."""
-    deadline = time.monotonic() + WORKER_START_S
+    deadline = Deadline(WORKER_START_S)
     records = log.records()
-    while len(records) < wait_for and time.monotonic() < deadline:
+    while len(records) < wait_for and not deadline.expired:
         time.sleep(0.01)
         records = log.records()
     return {f"worker {r['worker']}": r["pid"] for r in sorted(records, key=lambda r: r["worker"])}
@@ -297,23 +298,23 @@ class SoakReport:
 def _one_epoch(loader: Any, step: Optional[Callable[[Any], Any]],
                after_batch: Optional[Callable[[int], None]] = None) -> float:
     """Seconds to iterate ``loader`` once, calling ``after_batch(batches so far)``; no batch outlives the call."""
-    start = time.perf_counter()
+    watch = Stopwatch()
     for count, batch in enumerate(loader, 1):
         if step is not None:
             step(batch)
         if after_batch is not None:
             after_batch(count)
-    return time.perf_counter() - start
+    return watch.elapsed
 
 
-def _join_threads_started_since(before: Set[threading.Thread], timeout: float = THREAD_EXIT_SECONDS) -> None:
+def join_threads_started_since(before: Set[threading.Thread], timeout: float = THREAD_EXIT_SECONDS) -> None:
     """Wait for the threads the loader started to end: a multiprocessing queue's feeder thread closes
     the queue's pipe as it exits, after the loader has shut down, so counting descriptors before then
     would report a leak that is only late."""
-    deadline = time.monotonic() + timeout
+    deadline = Deadline(timeout)
     for thread in set(threading.enumerate()) - before:
         if thread is not threading.current_thread():
-            thread.join(max(0.0, deadline - time.monotonic()))
+            thread.join(deadline.remaining)
 
 
 def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_workers: int = 2,
@@ -342,14 +343,14 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
     loader = make_loader(dataset, batch_size=batch_size, num_workers=num_workers, **loader_kwargs)
     records: List[EpochRecord] = []
     warm: List[EpochRecord] = []
-    started = time.perf_counter()
+    started = Stopwatch()
 
     def processes() -> Dict[str, int]:
         return {MAIN: os.getpid(), **_worker_pids(pid_log)}
 
     def once_every_worker_delivered(count: int) -> None:
         if not warm and count >= num_workers:
-            warm.append(EpochRecord.read(0, time.perf_counter() - started, processes()))
+            warm.append(EpochRecord.read(0, started.elapsed, processes()))
 
     rounds = range(epochs)
     if progress:
@@ -365,7 +366,7 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
     pids = processes()
     del loader  # persistent workers stop when the last reference to their loader goes
     gc.collect()
-    _join_threads_started_since(threads_before)
+    join_threads_started_since(threads_before)
     workers_left = [f"{role} (pid {pid})" for role, pid in pids.items() if role != MAIN and running(pid)]
     new_shm = shm_segments() - shm_before
     left = sorted(new_shm - _held_shm()) if new_shm else []

@@ -11,7 +11,6 @@ decoder's own output (the tests hold the two equal).
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Sequence, Tuple
 
@@ -20,8 +19,9 @@ import torch
 
 from labkit.core.errors import LabkitKeyError, LabkitValueError
 from labkit.core.plotting import pyplot
+from labkit.core.timing import Stopwatch
+from labkit.decode.backends import OUTPUT_SIZE, Size, target_hw
 from labkit.decode.decoder_stages import Stage
-from labkit.decode.decoders import Size, target_hw
 from labkit.decode.registry import DECODERS, decoder_info
 from labkit.device.transfer import normalize_uint8
 from labkit.workers.thread_budget import torch_threads
@@ -34,7 +34,7 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def stage_chain(decoder: str, size: Size = 256) -> List[Stage]:
+def stage_chain(decoder: str, size: Size = OUTPUT_SIZE) -> List[Stage]:
     """The stages of one sample for ``decoder``, in the order that decoder runs them, each a function
     of the previous stage's output (the first takes a path). Every stage of `STAGES` appears once."""
     info = decoder_info(decoder)  # a clear error for an unknown name
@@ -44,7 +44,7 @@ def stage_chain(decoder: str, size: Size = 256) -> List[Stage]:
     return [("read", _read), *info.stages(hw), ("normalise", normalize_uint8)]
 
 
-def run_stages(path: str, decoder: str, size: Size = 256) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float]]:
+def run_stages(path: str, decoder: str, size: Size = OUTPUT_SIZE) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float]]:
     """One sample through `stage_chain`: (uint8 image, normalised float image, seconds per stage)."""
     seconds: Dict[str, float] = {}
     value: Any = path
@@ -52,9 +52,9 @@ def run_stages(path: str, decoder: str, size: Size = 256) -> Tuple[torch.Tensor,
     for name, stage in stage_chain(decoder, size):
         if name == "normalise":
             image = value
-        t0 = time.perf_counter()
+        watch = Stopwatch()
         value = stage(value)
-        seconds[name] = time.perf_counter() - t0
+        seconds[name] = watch.elapsed
     return image, value, seconds  # type: ignore[return-value]
 
 
@@ -83,7 +83,7 @@ class StageTimes:
         return max(STAGES, key=lambda name: self.median_ms[name])
 
 
-def time_stages(paths: Sequence[str], decoder: str = "pil", size: Size = 256, warmup: int = 2) -> StageTimes:
+def time_stages(paths: Sequence[str], decoder: str = "pil", size: Size = OUTPUT_SIZE, warmup: int = 2) -> StageTimes:
     """Run every file of ``paths`` through ``decoder``'s stages and time each stage of each sample.
 
     The first ``warmup`` files are run once untimed (imports, first allocations). Read times are of
@@ -143,7 +143,7 @@ class StageReport:
         return ax
 
 
-def compare_decoders(paths: Sequence[str], decoders: Sequence[str] = tuple(DECODERS), size: Size = 256,
+def compare_decoders(paths: Sequence[str], decoders: Sequence[str] = tuple(DECODERS), size: Size = OUTPUT_SIZE,
                      progress: bool = True) -> StageReport:
     """`time_stages` for each decoder on the same files, one after the other."""
     from tqdm.auto import tqdm

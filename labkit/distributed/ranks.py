@@ -1,7 +1,7 @@
 """Distributed loading on torch.distributed (seed section 4.4): set-up, local staging, worker budget.
 
 No cluster code of our own: process groups come from ``torchrun``'s environment, splitting
-comes from `labkit.samplers.resumable.DistributedBlockSampler`, and the checks use collectives.
+comes from `labkit.samplers.block_shuffle.DistributedBlockSampler`, and the checks use collectives.
 """
 
 from __future__ import annotations

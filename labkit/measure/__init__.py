@@ -5,14 +5,14 @@ Import rule: labkit.measure may read every layer from core to distributed; never
 
 The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
 distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; course and tools may use everything; nothing imports course or tools.
+and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
 """
 
 from labkit.core.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "machine_info": "loader_timing",
-    "describe_machine": "loader_timing",
+    "machine_info": "labkit.core.machine",
+    "describe_machine": "labkit.core.machine",
     "Throughput": "loader_timing",
     "measure_loader": "loader_timing",
     "EpochTime": "loader_timing",
@@ -36,7 +36,6 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "mapping_processes": "page_cache",
     "Verdict": "verdict",
     "judge": "verdict",
-    "median_seconds": "decoder_speed",
     "time_decoders": "decoder_speed",
     "can_count_faults": "page_faults",
     "minor_faults": "page_faults",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
@@ -25,6 +24,7 @@ from labkit.core.environment import usable_cpu_ids
 from labkit.core.errors import LabkitValueError
 from labkit.core.machine import os_name
 from labkit.core.plotting import pyplot
+from labkit.core.timing import Stopwatch
 from labkit.measure.process_memory import cpu_seconds, descendants
 
 BUSY = 70.0  # percent: a core above this, on average over the run, counts as busy
@@ -174,14 +174,14 @@ class CoreSampler:
             sample = [time_shares(a, b) for a, b in zip(self._last, now)]
             self._last = now
             if all(core is not None for core in sample):  # an interval too short for the clock's ticks is skipped
-                self._times.append(time.perf_counter() - self._start)
+                self._times.append(self._watch.elapsed)
                 self._samples.append(sample)
             self._tree_cpu()
             if stopped:
                 return
 
     def __enter__(self) -> "CoreSampler":
-        self._start = time.perf_counter()
+        self._watch = Stopwatch()
         self._cpu_last: Dict[int, float] = {}
         self._tree_cpu()
         self._cpu_first = dict(self._cpu_last)  # processes started later begin at zero
@@ -195,7 +195,7 @@ class CoreSampler:
         assert self._thread is not None
         self._thread.join()
         self._tree_cpu()
-        wall = time.perf_counter() - self._start
+        wall = self._watch.elapsed
         used = sum(last - self._cpu_first.get(pid, 0.0) for pid, last in self._cpu_last.items())
         own = used / (wall * len(self.cores)) if wall > 0 else 0.0
         width = min((len(s) for s in self._samples), default=len(self.cores))

@@ -9,35 +9,24 @@ process taking the core) does not decide the choice.
 
 from __future__ import annotations
 
-import statistics
-import time
-from typing import Any, Callable, Dict, Sequence
+from typing import Dict, Sequence
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.decoders import MAX_PIXELS, Size
+from labkit.core.timing import time_calls
+from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.registry import DECODERS, get_decoder
 
 
-def median_seconds(fn: Callable[[], Any], repeats: int) -> float:
-    """The median wall time of ``repeats`` calls of ``fn``."""
-    if repeats < 1:
-        raise LabkitValueError(f"repeats={repeats}: time at least one call")
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def time_decoders(blobs: Sequence[bytes], size: Size = 256, max_pixels: int = MAX_PIXELS, repeats: int = 3,
+def time_decoders(blobs: Sequence[bytes], size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, repeats: int = 3,
                   decoders: Sequence[str] = tuple(DECODERS)) -> Dict[str, float]:
     """Seconds per image for each of ``decoders`` on ``blobs`` at output ``size`` (median of ``repeats`` passes)."""
     if not blobs:
         raise LabkitValueError("time_decoders needs at least one encoded image")
+    if repeats < 1:
+        raise LabkitValueError(f"repeats={repeats}: time at least one pass")
     times = {}
     for name in decoders:
         fn = get_decoder(name)
         fn(blobs[0], size, max_pixels)  # the first call pays imports
-        times[name] = median_seconds(lambda fn=fn: [fn(b, size, max_pixels) for b in blobs], repeats) / len(blobs)
+        times[name] = time_calls(lambda fn=fn: [fn(b, size, max_pixels) for b in blobs], repeats).median / len(blobs)
     return times

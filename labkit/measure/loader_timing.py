@@ -1,41 +1,16 @@
-"""Timing a loader the way every labkit measurement does: warm-up, several runs, the median,
-and the machine it ran on — so two numbers are only compared when measured side by side."""
+"""Timing a loader the way every labkit measurement does: warm-up, several passes cut from one stream of epochs,
+the median and the passes behind it (for `labkit.measure.verdict.judge`), on the clock of
+`labkit.core.timing` — so two numbers are only compared when measured side by side."""
 
 from __future__ import annotations
 
-import platform
 import statistics
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
-import torch
-
-from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
+from labkit.core.timing import Stopwatch
 from labkit.workers.profiled_loader import batch_length
-
-
-def machine_info() -> Dict[str, Any]:
-    """Cores, CPU model, device and library versions: printed beside every measurement."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    import torchvision
-
-    return {"cpu_count": usable_cpus(), "cpu": cpu, "device": device, "torch": torch.__version__,
-            "torchvision": torchvision.__version__, "python": platform.python_version(),
-            "platform": platform.platform(terse=True)}
-
-
-def describe_machine(info: Optional[Dict[str, Any]] = None) -> str:
-    info = info or machine_info()
-    return (f"{info['cpu_count']} CPUs ({info['cpu']}), device {info['device']}, "
-            f"torch {info['torch']}, torchvision {info['torchvision']}")
 
 
 def spread_indices(count: int, samples: int) -> List[int]:
@@ -132,19 +107,17 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
                 limit = max(limit, prefetched_batches(loader) + 1)
             images = 0
             batches = 0
-            start = last = time.perf_counter()
+            watch = Stopwatch()
             run_steps: List[float] = []
             for batch in stream if limit is not None else loader:  # no length, no limit: whole epochs
                 if on_batch is not None:
                     on_batch(batch)
-                now = time.perf_counter()
-                run_steps.append(now - last)
+                run_steps.append(watch.lap())
                 images += batch_length(batch)
                 batches += 1
-                last = now
                 if limit is not None and batches >= limit:
                     break
-            elapsed = time.perf_counter() - start
+            elapsed = watch.elapsed
             if batches == 0:
                 raise LabkitValueError(_NO_BATCH)
             if run >= warmup_runs:
@@ -173,14 +146,14 @@ def time_epochs(loader: Iterable, epochs: int = 3) -> List[EpochTime]:
         raise LabkitValueError(f"epochs must be >= 1, got {epochs}")
     times: List[EpochTime] = []
     for _ in range(epochs):
-        start = time.perf_counter()
+        watch = Stopwatch()
         first: Optional[float] = None
         batches = 0
         for _batch in loader:
             if first is None:
-                first = time.perf_counter() - start
+                first = watch.elapsed
             batches += 1
         if first is None:
             raise LabkitValueError(_NO_BATCH)
-        times.append(EpochTime(first, time.perf_counter() - start, batches))
+        times.append(EpochTime(first, watch.elapsed, batches))
     return times

@@ -40,7 +40,7 @@ def evict(paths: Iterable[str]) -> int:
 
 
 @functools.lru_cache(maxsize=None)
-def _libc() -> Optional[Any]:
+def load_libc() -> Optional[Any]:
     """The C library, once: finding it runs ``ldconfig``, about a millisecond, too slow per file."""
     import ctypes
     import ctypes.util
@@ -58,7 +58,7 @@ def resident_fraction(path: str) -> Optional[float]:
     size = os.path.getsize(path)
     if size == 0:
         return 1.0
-    libc = _libc()
+    libc = load_libc()
     if libc is None:
         return None
     page = mmap.PAGESIZE

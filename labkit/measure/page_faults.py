@@ -11,11 +11,10 @@ without a profiler. ``None`` where ``/proc`` is not there (macOS, Windows): not 
 from __future__ import annotations
 
 import os
-from typing import Optional, Union
+from typing import Optional
 
-from labkit.measure.process_memory import descendants
+from labkit.measure.process_memory import Pid, descendants
 
-Pid = Union[int, str]
 _MINFLT = 7  # index of minflt among the fields after "pid (comm)" in /proc/<pid>/stat
 
 
@@ -24,10 +23,11 @@ def can_count_faults() -> bool:
     return os.path.exists("/proc/self/stat")
 
 
-def minor_faults(pid: Pid = "self") -> Optional[int]:
-    """Minor page faults ``pid`` has taken since it started; ``None`` if it is gone or the OS does not count them."""
+def minor_faults(pid: Pid = None) -> Optional[int]:
+    """Minor page faults ``pid`` (this process by default) has taken since it started; ``None`` if it is gone or the
+    OS does not count them."""
     try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+        with open(f"/proc/{'self' if pid is None else int(pid)}/stat", encoding="ascii", errors="replace") as f:
             text = f.read()
         return int(text[text.rfind(")") + 2 :].split()[_MINFLT])
     except (OSError, IndexError, ValueError):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Dict, List, Optional
@@ -32,8 +31,9 @@ from typing import Any, Callable, Dict, List, Optional
 import psutil
 
 from labkit.core.machine import os_name
+from labkit.core.timing import Stopwatch
 
-Pid = Optional[int]  # None: this process
+Pid = Optional[int]  #: a process id; None: this process (every measure of a process takes one)
 LINUX = sys.platform.startswith("linux")
 
 
@@ -230,14 +230,13 @@ class PeakMemory:
         self.interval, self._read = interval, read
         self.measure = measure or tree_memory_measure()
         self.peak = read()
-        self._last = float("-inf")
+        self._since: Optional[Stopwatch] = None
 
     def sample(self, *_: object) -> None:
         """Take a sample if ``interval`` has passed (accepts and ignores a batch, to serve as ``on_batch``)."""
-        now = time.monotonic()
-        if now - self._last >= self.interval:
+        if self._since is None or self._since.elapsed >= self.interval:
             self.peak = max(self.peak, self._read())
-            self._last = now
+            self._since = Stopwatch()
 
 
 class PeakRss(PeakMemory):

@@ -13,17 +13,15 @@ would read zero; instead the profile times the prefetcher's loader (fetch), its 
 
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, Optional
+from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.core.plotting import pyplot
+from labkit.core.timing import Stopwatch, timed
 from labkit.device.transfer import DevicePrefetcher, to_device
-from labkit.workers.profiled_loader import LoaderReport, batch_length, timed_batches
+from labkit.workers.profiled_loader import LoaderReport, batch_length
 
 
 def _sync(device: Optional[torch.device]) -> None:
@@ -44,41 +42,15 @@ class PrefetcherReport(LoaderReport):
     convert_s: List[float] = field(default_factory=list)
 
     @property
-    def step_s(self) -> List[float]:
-        return [w + t + v + c for w, t, v, c in zip(self.wait_s, self.transfer_s, self.convert_s, self.compute_s)]
+    def stages(self) -> List[Tuple[str, List[float], str]]:
+        return [("wait for data (fetch)", self.wait_s, "tab:red"), ("transfer", self.transfer_s, "tab:orange"),
+                ("convert on the device", self.convert_s, "tab:purple"), ("compute", self.compute_s, "tab:blue")]
 
     @property
     def device_stage_share(self) -> float:
         """Share of the total time spent copying batches to the device and converting them there."""
         total = sum(self.step_s)
         return (sum(self.transfer_s) + sum(self.convert_s)) / total if total else 0.0
-
-    def __str__(self) -> str:
-        med = lambda xs: statistics.median(xs) * 1000 if xs else 0.0  # noqa: E731
-        return (f"{len(self.wait_s)} steps, median ms: wait for data (fetch) {med(self.wait_s):.1f}, transfer "
-                f"{med(self.transfer_s):.1f}, convert on the device {med(self.convert_s):.1f}, compute "
-                f"{med(self.compute_s):.1f}, step {med(self.step_s):.1f}; {self.images_per_s:.1f} images/s\n"
-                f"{self.verdict}")
-
-    def plot(self, ax: Any = None) -> Any:
-        """Stacked bars, one per step: fetch, transfer, convert, compute (ms)."""
-        plt = pyplot()
-
-        ax = ax or plt.subplots(figsize=(8, 3))[1]
-        steps = list(range(len(self.wait_s)))
-        bottom = [0.0] * len(steps)
-        for label, values, color in (("wait for data (fetch)", self.wait_s, "tab:red"),
-                                     ("host→device", self.transfer_s, "tab:orange"),
-                                     ("convert on the device", self.convert_s, "tab:purple"),
-                                     ("compute", self.compute_s, "tab:blue")):
-            ms = [1000 * v for v in values]
-            ax.bar(steps, ms, bottom=bottom, label=label, color=color)
-            bottom = [b + m for b, m in zip(bottom, ms)]
-        ax.set_xlabel("step")
-        ax.set_ylabel("ms")
-        ax.set_title(self.verdict.split(";")[0])
-        ax.legend(loc="upper right")
-        return ax
 
 
 def profile_loader(loader: Iterable, steps: int = 20, model_step: Optional[Callable[[Any], Any]] = None,
@@ -94,59 +66,38 @@ def profile_loader(loader: Iterable, steps: int = 20, model_step: Optional[Calla
     prefetcher's overlap of the next copy with this step's compute is not in these figures (time the loop itself
     for that). ``split_device_stage=False`` iterates it as it is: the copy and conversion then count as waiting.
     """
+    convert: Optional[Callable[[Any], Any]] = None
     if isinstance(loader, DevicePrefetcher) and split_device_stage:
-        return _profile_prefetcher(loader, steps, model_step, warmup)
+        # already on the device when prepared: its own copy is a no-op, the conversion is not
+        loader, device, convert = loader.loader, loader.device, loader.prepare
     device = torch.device(device) if device is not None else None
-    wait, transfer, compute = [], [], []
+    parts: List[Callable[[Any], Any]] = [lambda batch: to_device(batch, device, non_blocking=False)
+                                         if device is not None else batch]
+    if convert is not None:
+        parts.append(convert)
+    if model_step is not None:
+        parts.append(lambda batch: (model_step(batch), batch)[1])
+    wait: List[float] = []
+    seconds: List[List[float]] = [[] for _ in parts]
     images = 0
-    for k, (waited, batch) in enumerate(timed_batches(loader)):
+    for k, (waited, batch) in enumerate(timed(loader)):
         if k >= warmup + steps:
             break
-        t1 = time.perf_counter()
-        if device is not None:
-            batch = to_device(batch, device, non_blocking=False)
+        watch = Stopwatch()
+        laps = []
+        for part in parts:
+            batch = part(batch)
             _sync(device)
-        t2 = time.perf_counter()
-        if model_step is not None:
-            model_step(batch)
-            _sync(device)
-        t3 = time.perf_counter()
+            laps.append(watch.lap())
         if k >= warmup:
             wait.append(waited)
-            transfer.append(t2 - t1)
-            compute.append(t3 - t2)
+            for column, lap in zip(seconds, laps):
+                column.append(lap)
             images += batch_length(batch)
     if not wait:
         raise LabkitValueError(f"the loader ran out before the {warmup} warm-up steps were over; lower warmup")
+    transfer = seconds[0]
+    compute = seconds[-1] if model_step is not None else [0.0] * len(wait)
+    if convert is not None:
+        return PrefetcherReport(wait, transfer, compute, images, model_step is not None, seconds[1])
     return LoaderReport(wait, transfer, compute, images, model_step is not None)
-
-
-def _profile_prefetcher(prefetcher: DevicePrefetcher, steps: int, model_step: Optional[Callable[[Any], Any]],
-                        warmup: int) -> PrefetcherReport:
-    """`profile_loader` over a `DevicePrefetcher`, its three stages run and timed one after the other."""
-    device = prefetcher.device
-    fetch, transfer, convert, compute = [], [], [], []
-    images = 0
-    for k, (waited, batch) in enumerate(timed_batches(prefetcher.loader)):
-        if k >= warmup + steps:
-            break
-        t1 = time.perf_counter()
-        batch = to_device(batch, device, non_blocking=False)
-        _sync(device)
-        t2 = time.perf_counter()
-        batch = prefetcher.prepare(batch)  # already on the device: its own copy is a no-op, the conversion is not
-        _sync(device)
-        t3 = time.perf_counter()
-        if model_step is not None:
-            model_step(batch)
-            _sync(device)
-        t4 = time.perf_counter()
-        if k >= warmup:
-            fetch.append(waited)
-            transfer.append(t2 - t1)
-            convert.append(t3 - t2)
-            compute.append(t4 - t3)
-            images += batch_length(batch)
-    if not fetch:
-        raise LabkitValueError(f"the loader ran out before the {warmup} warm-up steps were over; lower warmup")
-    return PrefetcherReport(fetch, transfer, compute, images, model_step is not None, convert)

@@ -6,21 +6,21 @@ else.
 
 The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
 distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; course and tools may use everything; nothing imports course or tools.
+and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
 """
 
 from labkit.core.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "ResumableSampler": "resumable",
-    "block_shuffle_order": "resumable",
-    "BlockShuffleSampler": "resumable",
-    "DistributedBlockSampler": "resumable",
-    "ClassBalancedSampler": "resumable",
-    "GroupedBatchSampler": "resumable",
-    "RandomOffsetSequentialSampler": "resumable",
-    "RandomPermutationSampler": "resumable",
-    "InOrderSampler": "resumable",
+    "block_shuffle_order": "block_shuffle",
+    "BlockShuffleSampler": "block_shuffle",
+    "DistributedBlockSampler": "block_shuffle",
+    "ClassBalancedSampler": "class_balanced",
+    "GroupedBatchSampler": "grouped",
+    "RandomOffsetSequentialSampler": "every_sample",
+    "RandomPermutationSampler": "every_sample",
+    "InOrderSampler": "every_sample",
     "EpochTagged": "epoch_tagged",
     "shuffle_buffer_order": "order_scores",
     "page_buffer_order": "order_scores",

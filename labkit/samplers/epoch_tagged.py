@@ -14,10 +14,13 @@ from typing import Any, Iterator, Optional
 from torch.utils.data import Sampler
 
 from labkit.core.epoch_index import EpochIndex
+from labkit.core.pass_through import PassThrough
 
 
-class EpochTagged(Sampler):
+class EpochTagged(PassThrough, Sampler):
     """``sampler``'s items with each index an `EpochIndex` (a batch sampler's lists, index by index)."""
+
+    wraps = "sampler"
 
     def __init__(self, sampler: Any) -> None:
         self.sampler = sampler
@@ -47,7 +50,3 @@ class EpochTagged(Sampler):
             self.sampler.set_epoch(epoch)
         self._passes = int(epoch)
 
-    def __getattr__(self, name: str) -> Any:  # state_dict, load_state_dict...: the wrapped sampler's, if it has them
-        if name in ("sampler", "_passes"):  # not set yet (unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.sampler, name)

@@ -25,7 +25,7 @@ import torch
 
 from labkit.core.errors import LabkitValueError
 from labkit.core.plotting import pyplot
-from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 
 
 # -- orders that are scored, not samplers --------------------------------------------------------------

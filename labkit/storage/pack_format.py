@@ -261,6 +261,12 @@ class PackReader:
         # one plain array per field: reading a structured record as a tuple costs ~9 us a sample
         self._offsets, self._lengths, self._crcs = (self.records[k] for k in ("offset", "length", "crc32"))
 
+    @property
+    def mapped(self) -> bool:
+        """Whether the blobs are mapped yet: a reader maps them at its first read, in the process that reads (a
+        worker maps its own; the parent's mapping is never pickled)."""
+        return self._map is not None
+
     def _blobs(self) -> np.ndarray:
         if self._map is None:
             size = os.path.getsize(self.path)
@@ -338,7 +344,7 @@ class PackReader:
         """Decoded samples as one writable uint8 array of shape (len(indices), C, H, W): ``out`` if
         given (a batch buffer in shared memory, say), else a new one."""
         if self.decoded_shape is None:
-            raise LabkitTypeError(f"{self.path}: holds encoded images; decode them (labkit.decode.decoders) or pack with --decoded")
+            raise LabkitTypeError(f"{self.path}: holds encoded images; decode them (labkit.decode.backends) or pack with --decoded")
         shape = (len(indices), *self.decoded_shape)
         if out is None:
             out = np.empty(shape, dtype=np.uint8)

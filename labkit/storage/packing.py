@@ -29,11 +29,11 @@ import torch
 from labkit.core.atomic import clear_dead_temporaries
 from labkit.core.disk_space import require_space
 from labkit.core.environment import usable_cpus
-from labkit.core.machine import ignore_interrupts, interrupts_deferred
 from labkit.core.errors import LabkitRuntimeError
+from labkit.core.machine import ignore_interrupts, interrupts_deferred
 from labkit.core.string_table import PathLike, StringTable, printable
 from labkit.core.wording import count
-from labkit.decode.decoders import MAX_PIXELS, DecodeError, check_decodable
+from labkit.decode.backends import MAX_PIXELS, DecodeError, check_decodable
 from labkit.decode.registry import get_decoder
 from labkit.storage.image_folder import FolderIndex, scan_image_folder
 from labkit.storage.pack_format import RECORD_DTYPE, PackWriter, abandon_pack
@@ -153,7 +153,7 @@ def read_file(path: bytes) -> bytes:
     return b"".join(chunks)
 
 
-def _sample_bytes(run: _Run, path: bytes) -> bytes:
+def sample_bytes(run: _Run, path: bytes) -> bytes:
     """One file's bytes as the pack stores them: as they are (checked unless told not to), or decoded."""
     data = read_file(path)
     if run.decoded_hw is not None:
@@ -181,7 +181,7 @@ def _pack_run(run: _Run) -> _RunResult:
     size = 0
     for k, (a, b) in enumerate(zip(ends[:-1].tolist(), ends[1:].tolist())):
         try:
-            data = _sample_bytes(run, root + blob[a:b])
+            data = sample_bytes(run, root + blob[a:b])
         except (OSError, DecodeError) as e:  # the path is reported beside the error: strerror, not a bytes path
             failed.append((k, f"{type(e).__name__}: {e.strerror if isinstance(e, OSError) and e.strerror else e}"))
             continue
@@ -269,7 +269,7 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
                 progress: bool = True, max_pixels: int = MAX_PIXELS) -> PackReport:
     """Pack every image of the ImageFolder ``src`` into the single file ``dst``.
 
-    ``decoded_size=None`` stores the files' bytes as they are (checked by `labkit.decode.decoders.check_decodable`
+    ``decoded_size=None`` stores the files' bytes as they are (checked by `labkit.decode.backends.check_decodable`
     unless ``check=False``); ``decoded_size=N`` stores N×N uint8 C×H×W arrays decoded by
     ``decoder``. The output appears under ``dst`` only once complete. A pack that cannot fit on the
     destination's file system is refused before anything is written, and one stopped by a disk that filled

@@ -21,6 +21,7 @@ from torch.utils.data import get_worker_info
 
 from labkit.core.errors import LabkitValueError
 from labkit.core.string_table import PathLike
+from labkit.core.timing import timestamp
 from labkit.storage.pack_format import PackError, PackReader, PackWriter
 
 Record = Tuple[bytes, int]
@@ -85,16 +86,16 @@ def record_key_and_worker(record: Record) -> Tuple[int, int]:
 def feed_stream(stream: Any, n: int, per_second: float) -> None:
     """Produce ``n`` records ``(k, made_at)`` at up to ``per_second`` into ``stream``, then close it.
 
-    ``made_at`` is ``time.time()`` when record ``k`` was made, so the consumer can tell how long
+    ``made_at`` is the time stamp (`labkit.core.timing.timestamp`) when record ``k`` was made, so the consumer can tell how long
     the producer was held back: a full buffer blocks ``stream.put`` (back-pressure), and the
     next record is made only after the put returns. Runs in its own process.
     """
     interval = 1.0 / per_second
-    next_at = time.time()
+    next_at = timestamp()
     for k in range(n):
-        delay = next_at - time.time()
+        delay = next_at - timestamp()
         if delay > 0:
             time.sleep(delay)
-        stream.put((k, time.time()))
-        next_at = max(next_at + interval, time.time())
+        stream.put((k, timestamp()))
+        next_at = max(next_at + interval, timestamp())
     stream.close()

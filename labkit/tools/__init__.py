@@ -5,7 +5,7 @@ command line).
 
 The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
 distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; course and tools may use everything; nothing imports course or tools.
+and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
 """
 
 from labkit.core.lazy import lazy_exports

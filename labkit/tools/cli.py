@@ -36,8 +36,8 @@ def _fraction(text: str) -> float:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from labkit.course.synthetic_data import QUICK_COUNT, ClipSpec, PhotoSpec, make_clips, make_photos
-    from labkit.course.workspace import data_root, kit_photos
+    from labkit.bench.synthetic_data import QUICK_COUNT, ClipSpec, PhotoSpec, make_clips, make_photos
+    from labkit.bench.workspace import data_root, kit_photos
 
     quick = args.quick or quick_mode()
     kind = "hostile" if args.hostile else "clips" if args.clips is not None else None
@@ -47,7 +47,7 @@ def _cmd_data(args: argparse.Namespace) -> int:
         args.out = os.path.join(data_root(), kind) if kind else kit_photos(quick)
     if args.hostile:
         from labkit.core.string_table import printable
-        from labkit.course.synthetic_data import make_hostile
+        from labkit.bench.synthetic_data import make_hostile
 
         for case in make_hostile(args.out, seed=args.seed):
             print(f"{case.expect:>8}  {clipped(printable(case.relpath), 60)}  ({case.what})")
@@ -92,9 +92,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
-    from labkit.course.ablation import Settings
+    from labkit.bench.ablation import AblationSettings
 
-    return Settings(batch_size=args.batch, num_workers=args.workers, runs=args.runs,
+    return AblationSettings(batch_size=args.batch, num_workers=args.workers, runs=args.runs,
                     steps=args.steps or (3 if quick else 20), min_seconds=0.0 if quick else 3.0, model=args.model,
                     cold=args.cold, device=args.device)
 
@@ -111,8 +111,8 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 
 def _cmd_ablation(args: argparse.Namespace) -> int:
-    from labkit.course.ablation import run_ablation
-    from labkit.course.workspace import prepare
+    from labkit.bench.ablation import run_ablation
+    from labkit.bench.workspace import prepare
 
     quick = args.quick or quick_mode()
     _check_paths(args)
@@ -129,7 +129,7 @@ def _cmd_ablation(args: argparse.Namespace) -> int:
 
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
-    from labkit.course.workspace import prepare
+    from labkit.bench.workspace import prepare
     from labkit.diagnose.autotuner import autotune, save_result
 
     quick = args.quick or quick_mode()

@@ -5,7 +5,7 @@ labkit.samplers, labkit.collate, nothing else.
 
 The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
 distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; course and tools may use everything; nothing imports course or tools.
+and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
 """
 
 from labkit.core.lazy import lazy_exports
@@ -16,9 +16,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "StatefulLoader": "stateful_loader",
     "LoaderReport": "profiled_loader",
     "ProfiledLoader": "profiled_loader",
-    "verdict": "profiled_loader",
+    "data_bound_diagnosis": "profiled_loader",
     "batch_length": "profiled_loader",
-    "timed_batches": "profiled_loader",
     "SlotLoader": "shared_slots",
     "SlotPool": "shared_slots",
     "PipelineError": "staged_pipeline",

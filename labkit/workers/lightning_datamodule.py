@@ -15,7 +15,7 @@ from typing import Any, Optional
 import lightning.pytorch as pl
 from torch.utils.data import Dataset
 
-from labkit.samplers.resumable import DistributedBlockSampler
+from labkit.samplers.block_shuffle import DistributedBlockSampler
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.stateful_loader import StatefulLoader
 

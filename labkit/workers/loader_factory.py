@@ -17,13 +17,14 @@ from typing import Any, Callable, Iterable, Optional, Tuple
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, Subset
 
-from labkit.collate.collate_fns import stack_uint8
+from labkit.collate.batching import stack_uint8
 from labkit.core.environment import profile_enabled, usable_cpus
 from labkit.core.errors import LabkitValueError, LabkitWarning
 from labkit.datasets.map_style import LabeledImageDataset
 from labkit.datasets.subset import EpochSubset
 from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.samplers.resumable import InOrderSampler, RandomPermutationSampler, ResumableSampler
+from labkit.samplers.every_sample import InOrderSampler, RandomPermutationSampler
+from labkit.samplers.resumable import ResumableSampler
 from labkit.workers.profiled_loader import ProfiledLoader
 from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.thread_budget import limit_worker_threads
@@ -34,9 +35,14 @@ from labkit.workers.worker_init import WorkerInitChain
 DEFAULT_BATCH_SIZE = 64
 
 
-def default_num_workers() -> int:
-    """Usable CPUs less one (the main process needs one), at least 1, at most 8."""
-    return max(1, min(8, usable_cpus() - 1))
+MAX_DEFAULT_WORKERS = 8  # past this, more workers mostly add memory and start-up time
+
+
+def default_num_workers(main_process_steps: bool = True) -> int:
+    """The worker count labkit starts from where none is given: every usable CPU but the one the main process's
+    own step needs (the model, the device stage), at least 1, at most 8; ``main_process_steps=False`` (a loader
+    measured with nothing else to do) gives every usable CPU, at most 8."""
+    return max(1, min(MAX_DEFAULT_WORKERS, usable_cpus() - (1 if main_process_steps else 0)))
 
 
 def _order(dataset: Dataset, shuffle: Optional[bool], sampler: Optional[Sampler], batch_sampler: Optional[Sampler],

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import statistics
 import sys
-import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, List, Tuple
 
 import numpy as np
 
 from labkit.core.environment import PROFILE_ENV
+from labkit.core.pass_through import PassThrough
 from labkit.core.plotting import pyplot
+from labkit.core.timing import Stopwatch, timed
 
 DATA_BOUND = 0.30  # seed 3.4: above this share of the step waiting for data, the loader is the problem
 MODEL_BOUND = 0.10  # below it, the loader keeps up: look at the model
@@ -28,19 +29,7 @@ def batch_length(batch: Any) -> int:
     return len(first) if hasattr(first, "__len__") else 1
 
 
-def timed_batches(loader: Iterable) -> Iterator[Tuple[float, Any]]:
-    """Each batch of ``loader`` with the seconds the caller waited for it."""
-    batches = iter(loader)
-    while True:
-        t0 = time.perf_counter()
-        try:
-            batch = next(batches)
-        except StopIteration:
-            return
-        yield time.perf_counter() - t0, batch
-
-
-def verdict(data_share: float) -> str:
+def data_bound_diagnosis(data_share: float) -> str:
     """The seed's rule of thumb, in words, for a share of step time spent waiting for data."""
     if data_share > DATA_BOUND:
         return (f"data-bound: {data_share:.0%} of each step waits for data (over {DATA_BOUND:.0%}); fix the "
@@ -54,7 +43,7 @@ def verdict(data_share: float) -> str:
 
 @dataclass
 class LoaderReport:
-    """Per-step wait / transfer / compute times of a loop, with the data-bound verdict."""
+    """Per-step wait / transfer / compute times of a loop, with the data-bound diagnosis (the seed's rule)."""
 
     wait_s: List[float]
     transfer_s: List[float]
@@ -63,8 +52,14 @@ class LoaderReport:
     has_model: bool
 
     @property
+    def stages(self) -> List[Tuple[str, List[float], str]]:
+        """(label, seconds per step, colour) of each part of a step, in the order a step runs them."""
+        return [("wait for data", self.wait_s, "tab:red"), ("transfer", self.transfer_s, "tab:orange"),
+                ("compute", self.compute_s, "tab:blue")]
+
+    @property
     def step_s(self) -> List[float]:
-        return [w + t + c for w, t, c in zip(self.wait_s, self.transfer_s, self.compute_s)]
+        return [sum(parts) for parts in zip(*(values for _, values, _ in self.stages))]
 
     @property
     def data_share(self) -> float:
@@ -78,40 +73,40 @@ class LoaderReport:
         return self.images / total if total else 0.0
 
     @property
-    def verdict(self) -> str:
+    def diagnosis(self) -> str:
         if not self.has_model:
             return f"no model step given: this timed the loader alone ({self.images_per_s:.1f} images/s)"
-        return verdict(self.data_share)
+        return data_bound_diagnosis(self.data_share)
 
     def __str__(self) -> str:
         med = lambda xs: statistics.median(xs) * 1000 if xs else 0.0  # noqa: E731
-        return (f"{len(self.wait_s)} steps, median ms: wait for data {med(self.wait_s):.1f}, transfer "
-                f"{med(self.transfer_s):.1f}, compute {med(self.compute_s):.1f}, step {med(self.step_s):.1f}; "
-                f"{self.images_per_s:.1f} images/s\n{self.verdict}")
+        parts = ", ".join(f"{label} {med(values):.1f}" for label, values, _ in self.stages)
+        return (f"{len(self.wait_s)} steps, median ms: {parts}, step {med(self.step_s):.1f}; "
+                f"{self.images_per_s:.1f} images/s\n{self.diagnosis}")
 
     def plot(self, ax: Any = None) -> Any:
-        """Stacked bars, one per step: wait, transfer, compute (ms)."""
+        """Stacked bars, one per step, one colour per part of the step (ms)."""
         plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(8, 3))[1]
         steps = np.arange(len(self.wait_s))
         bottom = np.zeros(len(steps))
-        for label, values, color in (("wait for data", self.wait_s, "tab:red"),
-                                     ("host→device", self.transfer_s, "tab:orange"),
-                                     ("compute", self.compute_s, "tab:blue")):
+        for label, values, color in self.stages:
             ms = np.asarray(values) * 1000
             ax.bar(steps, ms, bottom=bottom, label=label, color=color)
             bottom += ms
         ax.set_xlabel("step")
         ax.set_ylabel("ms")
-        ax.set_title(self.verdict.split(";")[0])
+        ax.set_title(self.diagnosis.split(";")[0])
         ax.legend(loc="upper right")
         return ax
 
 
-class ProfiledLoader:
+class ProfiledLoader(PassThrough):
     """Wraps any loader; times how long the loop waits for each batch and how long it spends on it,
     and prints a `LoaderReport` when each epoch ends. What ``LABKIT_PROFILE=1`` switches on."""
+
+    wraps = "loader"
 
     def __init__(self, loader: Iterable, stream: Any = None) -> None:
         self.loader, self.stream = loader, stream
@@ -120,18 +115,15 @@ class ProfiledLoader:
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
 
-    def __getattr__(self, name: str) -> Any:  # sampler, dataset, batch_size... of the wrapped loader
-        return getattr(self.loader, name)
-
     def __iter__(self) -> Iterator[Any]:
         wait, compute = [], []
         images = 0
-        for waited, batch in timed_batches(self.loader):
+        for waited, batch in timed(self.loader):
             wait.append(waited)
             images += batch_length(batch)
-            handed = time.perf_counter()
+            handed = Stopwatch()
             yield batch
-            compute.append(time.perf_counter() - handed)
+            compute.append(handed.elapsed)
         if wait and compute:
             report = LoaderReport(wait[: len(compute)], [0.0] * len(compute), compute, images, True)
             self.reports.append(report)

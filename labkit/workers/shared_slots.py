@@ -29,6 +29,7 @@ from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, Sequen
 
 from labkit.core.errors import LabkitRuntimeError, LabkitTypeError, LabkitValueError
 from labkit.core.host_buffers import storage_refs
+from labkit.core.pass_through import PassThrough
 from labkit.workers.watchdog import watched_loader
 
 Filled = Tuple[int, int, List[int]]  # (slot, samples written, labels)
@@ -98,8 +99,10 @@ class SlotSampler(Sampler[SlotBatch]):
             yield SlotBatch(indices, self.pool.take())
 
 
-class SlotDataset(Dataset):
+class SlotDataset(PassThrough, Dataset):
     """``dataset``'s ``(uint8 image, label)`` samples, a batch at a time, written into a pool slot."""
+
+    wraps = "dataset"
 
     def __init__(self, dataset: Dataset, pool: SlotPool) -> None:
         self.dataset, self.pool = dataset, pool

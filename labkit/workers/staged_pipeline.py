@@ -1,7 +1,7 @@
 """A two-stage process pipeline joined by a shared-memory ring (seed section 4.3).
 
-Stage 1 (``decoders`` processes) turns an item — a clip's frame files, say — into a fixed-size
-array written straight into a free slot of a shared-memory ring; stage 2 (``transformers``
+Stage 1 (``num_decoders`` processes) turns an item — a clip's frame files, say — into a fixed-size
+array written straight into a free slot of a shared-memory ring; stage 2 (``num_transformers``
 processes) reads the slot, transforms it (resize, crop, to tensor), frees the slot and sends
 the result on. Bounded queues everywhere: a slow stage makes the stage before it wait
 instead of filling memory. The stages run at the same time, so throughput is set by the
@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
 import numpy as np
 
 from labkit.core.errors import LabkitError, LabkitValueError
+from labkit.core.timing import Deadline
 from labkit.core.torch_internals import exit_text
 
 _STOP = None
@@ -135,13 +136,13 @@ class StagedPipeline:
 
     def __init__(self, items: Sequence[Any], stage1: Callable[[Any], np.ndarray],
                  stage2: Callable[[np.ndarray], Any], frame_shape: Sequence[int], dtype: Any = np.uint8,
-                 decoders: int = 1, transformers: int = 1, slots: int = 8, context: Optional[str] = None,
+                 num_decoders: int = 1, num_transformers: int = 1, slots: int = 8, context: Optional[str] = None,
                  persistent: bool = False) -> None:
-        if decoders < 1 or transformers < 1 or slots < 1:
-            raise LabkitValueError("decoders, transformers and slots must all be >= 1")
+        if num_decoders < 1 or num_transformers < 1 or slots < 1:
+            raise LabkitValueError("num_decoders, num_transformers and slots must all be >= 1")
         self.items, self.stage1, self.stage2 = list(items), stage1, stage2
         self.frame_shape, self.dtype = tuple(int(d) for d in frame_shape), np.dtype(dtype)
-        self.decoders, self.transformers, self.slots = decoders, transformers, slots
+        self.num_decoders, self.num_transformers, self.slots = num_decoders, num_transformers, slots
         self.ctx = mp.get_context(context)
         self.shm: Optional[shared_memory.SharedMemory] = None
         self.segment: Optional[str] = None  # name of the last ring, kept after it is unlinked (see segment_exists)
@@ -165,9 +166,9 @@ class StagedPipeline:
         common = (self.shm.name, self.slots, self.frame_shape, self.dtype, stop)
         self.processes = (
             [self.ctx.Process(target=_decode_loop, args=(self.stage1, *common, tasks, free, ready, results),
-                              name=f"stage1-{k}", daemon=True) for k in range(self.decoders)]
+                              name=f"stage1-{k}", daemon=True) for k in range(self.num_decoders)]
             + [self.ctx.Process(target=_transform_loop, args=(self.stage2, *common, ready, free, results),
-                                name=f"stage2-{k}", daemon=True) for k in range(self.transformers)])
+                                name=f"stage2-{k}", daemon=True) for k in range(self.num_transformers)])
         for p in self.processes:
             p.start()
         return stop, tasks, ready, free, results
@@ -246,10 +247,10 @@ class StagedPipeline:
 
     def _dead(self, wait_s: float) -> List[Any]:
         """The stage processes that have ended, waiting up to ``wait_s`` for one to show its exit code."""
-        deadline = time.monotonic() + wait_s
+        deadline = Deadline(wait_s)
         while True:
             dead = [p for p in self.processes if p.exitcode is not None]
-            if dead or time.monotonic() >= deadline:
+            if dead or deadline.expired:
                 return dead
             time.sleep(0.02)
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 from typing import Any, Dict, Iterable, Iterator, Optional
 
 from labkit.core.errors import LabkitTypeError, LabkitValueError
+from labkit.core.pass_through import PassThrough
 from labkit.samplers.resumable import ResumableSampler
 
 STATE_VERSION = 1
 
 
-class StatefulLoader:
+class StatefulLoader(PassThrough):
     """``loader``'s batches, with the place of the loop in ``sampler``'s order as a state dict.
 
     ``sampler`` is the resumable sampler that ``loader`` draws from (as its ``sampler``, or its
@@ -34,6 +35,8 @@ class StatefulLoader:
     true when the sampler was made by `labkit.workers.loader_factory.make_loader` from a seed the user
     never chose.
     """
+
+    wraps = "loader"
 
     def __init__(self, loader: Iterable, sampler: Optional[ResumableSampler], batch_size: Optional[int],
                  owns_seed: bool = False, unsaved: str = "") -> None:
@@ -100,7 +103,3 @@ class StatefulLoader:
             raise LabkitTypeError(f"this loader cannot {what.replace('_', ' ')}: {self._unsaved}")
         return self.sampler
 
-    def __getattr__(self, name: str) -> Any:  # dataset, batch_size, num_workers...: the wrapped loader's
-        if name in ("loader", "sampler"):  # not set yet (unpickling): no recursion
-            raise AttributeError(name)
-        return getattr(self.loader, name)

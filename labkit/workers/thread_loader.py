@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch.utils.data import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
-from labkit.collate.collate_fns import stack_uint8
+from labkit.collate.batching import stack_uint8
 from labkit.core.environment import decode_thread_budget
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.datasets.map_style import LabeledImageDataset

@@ -54,3 +54,13 @@ def test_kill_process_tree_takes_the_children_too():
     assert set(killed) == {job.pid, grandchild}
     assert not running(grandchild) and job.returncode != 0
     assert kill_process_tree(job.pid) == []  # gone already: nothing to kill, no error
+
+
+def test_machine_description_names_cores_and_device():
+    import torch
+
+    from labkit.core.machine import describe_machine, machine_info
+
+    info = machine_info()
+    assert info["cpu_count"] >= 1 and info["torch"] == torch.__version__
+    assert f"{info['cpu_count']} CPUs" in describe_machine(info) and info["device"] in describe_machine(info)

@@ -7,7 +7,7 @@ import pytest
 
 from labkit.course.clips import (STAGES, ClipFolderDataset, ClipWork, LoaderRunner, PipelineRunner, run_dataloader,
                                  run_pipeline, time_clip_stages)
-from labkit.course.synthetic_data import ClipSpec, make_clips
+from labkit.bench.synthetic_data import ClipSpec, make_clips
 from labkit.workers.staged_pipeline import PipelineError
 
 SPEC = ClipSpec(n=5, classes=2, frames=3, width=64, height=48, seed=2)
@@ -32,15 +32,15 @@ def _check(run, processes):
 
 @pytest.mark.timeout(120)
 def test_dataloader_run_logs_both_steps_of_every_clip(clips):
-    _check(run_dataloader(clips, WORK, workers=2), 2)
-    single = run_dataloader(clips, WORK, workers=0)
+    _check(run_dataloader(clips, WORK, num_workers=2), 2)
+    single = run_dataloader(clips, WORK, num_workers=0)
     _check(single, 1)
     assert str(single).startswith("DataLoader, 0 workers: 5 clips in")
 
 
 @pytest.mark.timeout(120)
 def test_pipeline_run_logs_each_stage_in_its_own_processes(clips):
-    run = run_pipeline(clips, WORK, decoders=1, transformers=2)
+    run = run_pipeline(clips, WORK, num_decoders=1, num_transformers=2)
     _check(run, 3)
     decode_pids = {e["pid"] for e in run.events if e["stage"] == "decode"}
     transform_pids = {e["pid"] for e in run.events if e["stage"] == "transform"}
@@ -65,15 +65,15 @@ def test_plot_draws_a_lane_per_process(clips):
     import matplotlib
 
     matplotlib.use("Agg")
-    run = run_pipeline(clips, WORK, decoders=1, transformers=1)
+    run = run_pipeline(clips, WORK, num_decoders=1, num_transformers=1)
     ax = run.plot()
     assert len(ax.get_yticks()) == 3  # main loop + 2 processes
     assert len(ax.patches) >= 2 * SPEC.n
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("make", [lambda root: LoaderRunner(root, WORK, workers=2),
-                                  lambda root: PipelineRunner(root, WORK, decoders=1, transformers=1)],
+@pytest.mark.parametrize("make", [lambda root: LoaderRunner(root, WORK, num_workers=2),
+                                  lambda root: PipelineRunner(root, WORK, num_decoders=1, num_transformers=1)],
                          ids=["dataloader", "pipeline"])
 def test_a_runner_reuses_its_processes_for_every_pass(clips, make):
     with make(clips) as runner:

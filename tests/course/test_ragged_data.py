@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from labkit.collate.collate_fns import detection_collate, graph_collate, pad_collate
+from labkit.collate.batching import detection_collate, graph_collate, pad_collate
 from labkit.course.ragged_data import OBJECT_CLASSES, RandomGraphDataset, ShapesDetectionDataset, TokenSequenceDataset
 
 

@@ -19,7 +19,7 @@ def _command(pack, ckpt):
 
 
 def test_an_uninterrupted_run_sees_each_sample_once_per_epoch(decoded_pack, tmp_path):
-    seen = train(decoded_pack, str(tmp_path / "run.ckpt"), epochs=2, batch=5, workers=0, every=2, step_s=0)
+    seen = train(decoded_pack, str(tmp_path / "run.ckpt"), epochs=2, batch_size=5, num_workers=0, every=2, step_s=0)
     assert seen.shape == (2, 24) and torch.all(seen == 1)
     state = load_checkpoint(str(tmp_path / "run.ckpt"))
     assert state["epoch"] == 1 and state["step"] == 5 and torch.equal(state["seen"], seen)

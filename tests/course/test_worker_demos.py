@@ -71,32 +71,15 @@ def test_percentiles_of_no_waits_are_zero():
     assert waits.percentile_s(99) == 99.0 and waits.percentile_s(50) == 50.0
 
 
-class FakeClock:
-    """time.perf_counter and time.sleep for the demos and the slow dataset: time moves only when they sleep,
-    so what the waits add up to is known exactly, however loaded the machine is."""
-
-    def __init__(self):
-        self.now = 0.0
-
-    def perf_counter(self):
-        return self.now
-
-    monotonic = perf_counter
-
-    def sleep(self, seconds):
-        self.now += seconds
-
-
 @pytest.fixture
-def clock(monkeypatch):
+def clock(fake_clock, monkeypatch):
+    """The fake clock behind the kit's timing, and behind the demos' and the slow dataset's sleeps."""
     import labkit.course.pitfalls as pitfalls
     import labkit.course.worker_demos as worker_demos
-    import labkit.workers.profiled_loader as profiled_loader
 
-    fake = FakeClock()
-    for module in (worker_demos, pitfalls, profiled_loader):
-        monkeypatch.setattr(module, "time", fake)
-    return fake
+    for module in (worker_demos, pitfalls):
+        monkeypatch.setattr(module, "time", fake_clock)
+    return fake_clock
 
 
 def test_a_slow_first_batch_is_start_up_not_a_wait(clock):

@@ -2,13 +2,14 @@
 seeded crops, a broken image named (or skipped alone), and threads x processes within the cores."""
 
 import pickle
+import threading
 
 import pytest
 import torch
 from conftest import OUT
 from torch.utils.data import DataLoader
 
-from labkit.collate.collate_fns import stack_uint8
+from labkit.collate.batching import stack_uint8
 from labkit.core import environment
 from labkit.core.epoch_index import EpochIndex
 from labkit.core.errors import LabkitError
@@ -102,8 +103,10 @@ def test_threads_times_processes_stay_within_the_cores(monkeypatch):
 def test_a_worker_decodes_on_a_pool_of_its_own(encoded_pack):
     ds = PackedDataset(encoded_pack, "simplejpeg", OUT, decode_threads=2)
     ds.__getitems__([0, 1, 2])
+    decoding = lambda: sum(t.name.startswith("labkit-decode") for t in threading.enumerate())  # noqa: E731
+    threads = decoding()
     copy = pickle.loads(pickle.dumps(ds))  # what a spawned worker gets: the setting, no threads
-    assert copy.decode_threads == 2 and copy._batches._pool is None
+    assert copy.decode_threads == 2 and decoding() == threads
     loader = DataLoader(ds, batch_size=4, num_workers=2, collate_fn=stack_uint8)
     images = torch.cat([b for b, _ in loader])
     assert torch.equal(images, torch.stack([ds[i][0] for i in range(len(ds))]))

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.course.synthetic_data import make_hostile
+from labkit.bench.synthetic_data import make_hostile
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
 from labkit.storage.pack_format import verify_pack
 from labkit.storage.packing import pack_folder

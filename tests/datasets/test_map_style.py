@@ -8,17 +8,17 @@ import torch
 from conftest import OUT, SMALL
 from torch.utils.data import DataLoader, Dataset, SequentialSampler, default_collate
 
+from labkit.bench.synthetic_data import PhotoSpec, make_photos, read_manifest
 from labkit.core.epoch_index import EpochIndex
 from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
 from labkit.core.string_table import StringTable
-from labkit.course.synthetic_data import PhotoSpec, make_photos, read_manifest
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
 from labkit.decode.crop_box import crop_resize_flip
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import decode_image
 from labkit.measure.process_memory import private_bytes
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.shared_slots import SlotLoader
 
 
@@ -242,7 +242,7 @@ def test_worker_memory_python_list_grows_numpy_storage_does_not():
 
 
 def test_encoded_pack_dataset_hands_out_the_file_bytes(photos, encoded_pack):
-    from labkit.collate.collate_fns import list_collate
+    from labkit.collate.batching import list_collate
     from labkit.datasets.map_style import EncodedPackDataset
 
     ds = EncodedPackDataset(encoded_pack)

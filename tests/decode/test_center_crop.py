@@ -9,8 +9,8 @@ from torchvision.transforms import v2
 
 from labkit.core.errors import LabkitValueError
 from labkit.datasets.map_style import ImageFolderDataset
+from labkit.decode.backends import psnr
 from labkit.decode.center_crop import CenterCrop
-from labkit.decode.decoders import psnr
 from labkit.decode.registry import DECODERS, decode_image
 
 

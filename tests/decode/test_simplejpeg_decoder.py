@@ -8,10 +8,10 @@ import pytest
 import torch
 from PIL import Image
 
-from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
+from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode import simplejpeg_decoder
+from labkit.decode.backends import EXIF_ORIENTATION, DecodeError, DecompressionBombError, psnr
 from labkit.decode.crop_box import CropBox, crop_resize_flip
-from labkit.decode.decoders import EXIF_ORIENTATION, DecodeError, DecompressionBombError, psnr
 from labkit.decode.pil_crop import crop_pil_reduced
 from labkit.decode.registry import decode_image
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, decode_simplejpeg

@@ -9,10 +9,10 @@ import pytest
 import torch
 from PIL import Image
 
-from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
+from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode import registry, turbojpeg_region
+from labkit.decode.backends import EXIF_ORIENTATION, DecodeError, DecompressionBombError
 from labkit.decode.crop_box import CropBox
-from labkit.decode.decoders import EXIF_ORIENTATION, DecodeError, DecompressionBombError
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.simplejpeg_decoder import crop_simplejpeg
 
@@ -41,9 +41,9 @@ def test_it_is_listed_exactly_where_its_library_loads():
 
 
 def test_a_library_without_the_turbojpeg_3_api_is_not_taken(tmp_path):
-    assert turbojpeg_region._load(str(tmp_path / "no-such-library.so")) is None
+    assert turbojpeg_region.load_library(str(tmp_path / "no-such-library.so")) is None
     libc = __import__("ctypes").util.find_library("c")
-    assert libc is None or turbojpeg_region._load(libc) is None  # loads, but has no tj3SetCroppingRegion
+    assert libc is None or turbojpeg_region.load_library(libc) is None  # loads, but has no tj3SetCroppingRegion
 
 
 @needs_library

@@ -5,13 +5,13 @@ import numpy as np
 import pytest
 import torch
 
+from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.core.errors import LabkitError
-from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
+from labkit.core.errors import LabkitValueError
+from labkit.decode.backends import psnr
 from labkit.decode.crop_box import crop_resize_flip
-from labkit.decode.decoders import psnr
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import decode_image
-from labkit.core.errors import LabkitValueError
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
 

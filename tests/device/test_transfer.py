@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torchvision.transforms import v2
 
-from labkit.collate.collate_fns import MixUp, mix_batch
+from labkit.collate.mixing import MixUp, mix_batch
 from labkit.core.errors import LabkitTypeError
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_mix_uint8, normalize_uint8
 

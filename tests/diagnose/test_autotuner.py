@@ -1,7 +1,7 @@
 import pytest
 
 from labkit.decode.registry import NO_DECODE
-from labkit.diagnose.autotuner import Budget, Config, autotune, search
+from labkit.diagnose.autotuner import Budget, LoaderConfig, autotune, search
 from labkit.measure.process_memory import tree_memory_measure
 
 MB = 2**20
@@ -16,7 +16,7 @@ class CostModel:
     def __init__(self, cores=4):
         self.cores, self.calls = cores, []
 
-    def __call__(self, config: Config):
+    def __call__(self, config: LoaderConfig):
         self.calls.append(config)
         rate = self.RATE[config.decoder] * min(config.num_workers, self.cores) * (1.03 if config.prefetch_factor == 4 else 1.0)
         return rate, 400 * MB * (config.num_workers + 1)
@@ -26,7 +26,7 @@ def test_picks_the_fastest_within_budget_and_stops_adding_workers_when_it_stops_
     model = CostModel(cores=4)
     result = search(model, ["pil", "torchvision"], max_workers=8, budget=Budget(64 * 2**30, 8 * 2**30),
                     batch_bytes=BATCH)
-    assert result.best == Config("torchvision", 4, 4)
+    assert result.best == LoaderConfig("torchvision", 4, 4)
     assert max(c.num_workers for c in model.calls if c.decoder == "pil") == 5  # the 5th worker gained nothing: stop
     assert "decision: decoder=torchvision, num_workers=4, prefetch_factor=4" in str(result)
 
@@ -35,7 +35,7 @@ def test_ram_budget_caps_workers_whatever_the_speed():
     model = CostModel(cores=8)
     result = search(model, ["torchvision"], max_workers=8, budget=Budget(1800 * MB, 8 * 2**30), batch_bytes=BATCH)
     assert result.best.num_workers == 3  # 3 workers + main = 1600 MB fits; 4 + main = 2000 MB does not
-    assert any("RAM budget" in t.verdict for t in result.trials)
+    assert any("RAM budget" in t.decision for t in result.trials)
 
 
 def test_shm_budget_skips_configs_before_running_them():
@@ -43,9 +43,9 @@ def test_shm_budget_skips_configs_before_running_them():
     result = search(model, [NO_DECODE], max_workers=8, budget=Budget(64 * 2**30, 80 * MB), batch_bytes=BATCH)
     # the doctor's count, workers x prefetch + 2 batches of 12 MiB: 2 workers x 2 -> 72 MiB fits,
     # 3 x 2 -> 96 MiB does not; prefetch 4 on 2 workers -> 120 MiB does not
-    assert result.best == Config(NO_DECODE, 2, 2)
+    assert result.best == LoaderConfig(NO_DECODE, 2, 2)
     assert all((c.num_workers * c.prefetch_factor + 2) * BATCH <= 80 * MB for c in model.calls if c.num_workers)
-    assert sum("shm budget" in t.verdict for t in result.trials) == 2
+    assert sum("shm budget" in t.decision for t in result.trials) == 2
 
 
 def test_nothing_fits_is_a_clear_error():
@@ -58,7 +58,7 @@ def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
     result = autotune(encoded_pack, decoded_pack, batch_size=8, size=32, max_workers=2, batches=2, runs=1,
                       decoders=["pil-reduced"])
     assert result.best.decoder in ("pil-reduced", NO_DECODE) and result.best_images_per_s > 0
-    assert all(t.peak_memory > 0 for t in result.trials if t.verdict != "skipped")
+    assert all(t.peak_memory > 0 for t in result.trials if t.decision != "skipped")
     assert result.memory_measure == tree_memory_measure() and f"peak {result.memory_measure} MiB" in str(result)
     assert result.to_dict()["best"]["num_workers"] in (0, 1, 2)
     assert any(t.config.num_workers == 0 for t in result.trials if t.config.decoder == NO_DECODE)
@@ -73,7 +73,7 @@ def test_threads_in_the_main_process_are_tried_for_the_decoders_that_release_the
 
     result = search(model, ["pil", "simplejpeg"], max_workers=4, budget=Budget(2**34, 2**34), batch_bytes=BATCH,
                     threaded=["simplejpeg"])
-    assert result.best == Config("simplejpeg", 0, 2)
+    assert result.best == LoaderConfig("simplejpeg", 0, 2)
     assert min(t.config.num_workers for t in result.trials if t.config.decoder == "pil") == 1
     assert "no worker processes (ThreadLoader" in str(result) and "  threads  " not in str(result).splitlines()[0]
 

@@ -20,7 +20,7 @@ from labkit.core.shared_log import SharedLog
 from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.datasets.map_style import PackedDataset
 from labkit.diagnose.soak import (GROWTH_FLOOR, GROWTH_LIMIT, MAIN, MIB, EpochRecord, SoakReport,
-                                  _join_threads_started_since, open_fds, run_soak, trace_worker_memory)
+                                  join_threads_started_since, open_fds, run_soak, trace_worker_memory)
 from labkit.measure.process_memory import LINUX, MEASURES
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackWriter
@@ -183,7 +183,7 @@ def test_descriptors_closed_late_by_a_helper_thread_are_not_counted_as_left_open
         os.close(writer)
 
     threading.Thread(target=close_late).start()
-    _join_threads_started_since(threads)
+    join_threads_started_since(threads)
     assert open_fds() == before
 
 

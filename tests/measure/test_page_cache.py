@@ -66,7 +66,7 @@ def test_resident_share_weighs_files_by_their_size():
 
 
 def test_where_the_os_cannot_say_what_is_cached_the_share_is_not_known(monkeypatch):
-    monkeypatch.setattr("labkit.measure.page_cache._libc", lambda: None)  # as on an OS without mincore
+    monkeypatch.setattr("labkit.measure.page_cache.load_libc", lambda: None)  # as on an OS without mincore
     with tempfile.TemporaryDirectory(dir=ROOT, prefix=".pagecache-test-") as folder:
         path = _write_synced(os.path.join(folder, "blob.bin"), 1 << 20)
         open(path, "rb").read()

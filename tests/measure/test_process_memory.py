@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from labkit.core.machine import os_name
+from labkit.core.torch_internals import worker_processes
 from labkit.measure.process_memory import (LINUX, PeakMemory, PeakRss, describe_tree_memory, private_bytes,
                                            read_memory, rss_bytes, tree_memory_bytes, tree_memory_measure,
                                            tree_rss_bytes)
@@ -67,7 +68,7 @@ def test_tree_counts_worker_processes():
     iterator = iter(loader)
     next(iterator)
     workers = set(descendants())
-    assert {w.pid for w in iterator._workers} <= workers
+    assert {w.pid for w in worker_processes(iterator)} <= workers
     assert tree_rss_bytes() > rss_bytes() and tree_cpu_seconds() >= cpu_seconds()
     if LINUX:  # forked workers share most of their pages with this process: PSS counts them once, RSS thrice
         assert pss_bytes() < tree_memory_bytes() < 0.8 * tree_rss_bytes()

@@ -1,10 +1,11 @@
+import json
 import os
 
 import pytest
 
 from labkit.core.environment import usable_cpus
 from labkit.core.user_paths import OutputPathError
-from labkit.measure.result_files import result_path
+from labkit.measure.result_files import result_path, write_result
 
 
 def test_one_naming_rule_checked_before_the_run(tmp_path):
@@ -17,3 +18,13 @@ def test_one_naming_rule_checked_before_the_run(tmp_path):
     with pytest.raises(OutputPathError, match="the result file"):
         result_path("x", True, folder=str(tmp_path / "missing"))
     assert os.listdir(tmp_path) == []
+
+
+def test_a_result_is_written_whole_with_the_machine_it_ran_on_first(tmp_path):
+    path = str(tmp_path / "r.json")
+    write_result(path, {"images_per_s": [1.0, 2.0]})
+    written = json.load(open(path))
+    assert list(written) == ["machine", "images_per_s"] and written["machine"]["cpu_count"] == usable_cpus()
+    write_result(path, {"machine": {"cpu_count": 99}, "x": 1})  # measured by the caller: kept as it was
+    assert json.load(open(path)) == {"machine": {"cpu_count": 99}, "x": 1}
+    assert os.listdir(tmp_path) == ["r.json"]  # no temporary left beside it

@@ -21,7 +21,7 @@ from labkit.core.errors import LabkitError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CHAIN = ["core", "decode", "storage", "datasets", "samplers", "collate", "workers", "device", "distributed"]
-PACKAGES = CHAIN + ["measure", "diagnose", "course", "tools"]
+PACKAGES = CHAIN + ["measure", "diagnose", "bench", "course", "tools"]
 
 
 def _allowed(layer: str) -> set:
@@ -29,6 +29,7 @@ def _allowed(layer: str) -> set:
     if layer in CHAIN:
         return set(CHAIN[: CHAIN.index(layer) + 1])
     return {"measure": set(CHAIN) | {"measure"}, "diagnose": set(CHAIN) | {"measure", "diagnose"},
+            "bench": set(CHAIN) | {"measure", "diagnose", "bench"},
             "course": set(PACKAGES) - {"tools"}, "tools": set(PACKAGES)}[layer]
 
 
@@ -196,7 +197,9 @@ def test_no_face_name_is_also_a_sub_module(package):
 
 # torch's private names labkit knows of; any other `torch._x` or import from a private torch module is caught too
 TORCH_PRIVATE_ATTRIBUTES = {"_iterator", "_workers", "_shutdown_workers", "_worker_pids_set", "_remove_worker_pids",
-                            "_cdata", "_storage_Use_Count", "_get_iterator", "_index_sampler", "_sampler_iter"}
+                            "_cdata", "_storage_Use_Count", "_get_iterator", "_index_sampler", "_sampler_iter",
+                            "_timeout", "_rcvd_idx", "_send_idx", "_task_info", "_tasks_outstanding",
+                            "_worker_result_queue", "_index_queues", "_data_queue", "_pin_memory_thread"}
 DOOR = "labkit.core.torch_internals"
 
 
@@ -232,6 +235,8 @@ SECOND_SIDE = {"course/test_panel_callbacks.py": "course/panels.py", "datasets/t
 def test_the_tests_are_laid_out_as_the_package():
     tests = os.path.join(ROOT, "tests")
     assert not glob.glob(os.path.join(tests, "test_*.py")), "a test module belongs in tests/<sub-package>/"
+    assert not glob.glob(os.path.join(tests, "*", "conftest.py")), \
+        "shared fixtures live in tests/conftest.py: a second conftest.py shadows `from conftest import ...`"
     for path in glob.glob(os.path.join(tests, "*", "test_*.py")):
         folder, name = os.path.relpath(path, tests).split(os.sep)
         if folder in ("project", "browser"):  # the repository's own checks; the panels driven in a browser
@@ -239,3 +244,119 @@ def test_the_tests_are_laid_out_as_the_package():
         module = SECOND_SIDE.get(f"{folder}/{name}", f"{folder}/{name[len('test_'):]}")
         assert folder in PACKAGES and os.path.exists(os.path.join(ROOT, "labkit", module)), \
             f"tests/{folder}/{name} names no module of labkit.{folder}: name it test_<module>.py"
+
+
+CLOCKS = {"perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time",
+          "process_time_ns", "thread_time", "thread_time_ns"}
+ENGINE = "labkit.core.timing"
+
+
+def _clock_reads(path):
+    """(line, clock) of every read of one of Python's clocks in a file: ``time.<clock>`` or ``from time import``."""
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if (isinstance(node, ast.Attribute) and node.attr in CLOCKS and isinstance(node.value, ast.Name)
+                and node.value.id == "time"):
+            yield node.lineno, f"time.{node.attr}"
+        elif isinstance(node, ast.ImportFrom) and node.module == "time":
+            for a in node.names:
+                if a.name in CLOCKS:
+                    yield node.lineno, f"from time import {a.name}"
+
+
+def _benchmarks():
+    return sorted(glob.glob(os.path.join(ROOT, "benchmarks", "*.py")))
+
+
+def test_only_the_timing_engine_reads_a_clock():
+    # a second timing loop needs a clock: with the clocks behind one module, every figure is timed one way
+    paths = [path for name, path in _modules() if name != ENGINE] + _benchmarks()
+    outside = [f"{os.path.relpath(path, ROOT)}:{line} {what}" for path in paths for line, what in _clock_reads(path)]
+    assert not outside, f"clocks read outside {ENGINE} (use its Stopwatch, timed, time_calls, Deadline):\n" + \
+        "\n".join(outside)
+    assert list(_clock_reads(importlib.util.find_spec(ENGINE).origin))  # the scan sees the engine's own reads
+
+
+def _calls(path):
+    """(line, dotted name) of every call in a file: ``json.dump``, ``open``, ``write_result``..."""
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else (
+                f"{f.value.id}.{f.attr}" if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None)
+            if name:
+                yield node.lineno, name, node
+
+
+def _writes_text(call: ast.Call) -> bool:
+    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wa")
+
+
+def test_every_result_file_is_written_whole_with_its_machine():
+    # a measurement killed mid-write must leave the last result, never half a file: labkit.core.atomic writes
+    found = []
+    for name, path in _modules():
+        if name != "labkit.core.atomic":
+            found += [f"{os.path.relpath(path, ROOT)}:{line} {called}" for line, called, _ in _calls(path)
+                      if called == "json.dump"]
+    for path in _benchmarks():
+        calls = list(_calls(path))
+        found += [f"{os.path.relpath(path, ROOT)}:{line} {called}" for line, called, call in calls
+                  if called == "json.dump" or called == "open" and _writes_text(call)]
+        names = {called for _, called, _ in calls}
+        if "result_path" in names and "write_result" not in names:
+            found.append(f"{os.path.relpath(path, ROOT)}: names a result file but does not write it with write_result")
+    assert not found, "results written outside labkit.measure.result_files.write_result / labkit.core.atomic:\n" + \
+        "\n".join(found)
+    assert any("write_result" in {c for _, c, _ in _calls(p)} for p in _benchmarks())  # the scan sees the calls
+
+
+# modules whose behaviour is tested from the module that uses them (no test module of their own)
+TESTED_ELSEWHERE = {"decode/pil_crop.py": "decode/test_simplejpeg_decoder.py", "decode/crop_box.py":
+                    "decode/test_random_crop.py", "decode/decoder_stages.py": "diagnose/test_stage_timing.py",
+                    "tools/pack_fuzzer.py": "storage/test_pack_format.py", "workers/thread_budget.py":
+                    "diagnose/test_doctor.py", "course/pitfalls.py": "course/test_worker_demos.py",
+                    "course/panels.py": "course/test_panel_callbacks.py", "course/ddp_demo.py":
+                    "distributed/test_ranks.py", "course/ddp_shards_demo.py": "storage/test_shards.py",
+                    "core/errors.py": "project/test_package.py", "core/epoch_index.py": "datasets/test_batch_decode.py",
+                    "core/lazy.py": "project/test_package.py", "core/plotting.py": "project/test_distribution.py"}
+
+
+def test_every_module_has_its_test_module():
+    missing = []
+    for name, path in _modules():
+        rel = os.path.relpath(path, os.path.join(ROOT, "labkit"))
+        folder, module = os.path.split(rel)
+        if not folder or module in ("__init__.py", "__main__.py"):
+            continue
+        expected = os.path.join(ROOT, "tests", folder, f"test_{module}")
+        elsewhere = TESTED_ELSEWHERE.get(rel.replace(os.sep, "/"))
+        if elsewhere is not None:
+            assert os.path.exists(os.path.join(ROOT, "tests", elsewhere)), f"{rel}: {elsewhere} is gone"
+        elif not os.path.exists(expected):
+            missing.append(f"labkit/{rel}: tests/{folder}/test_{module}")
+    assert not missing, "modules without their test module:\n" + "\n".join(missing)
+
+
+# single-underscore names that are not the kit's private ones: namedtuple's API, IPython's display hook, torch's test
+# helpers, and torch's private API (which the tests read through labkit.core.torch_internals when they must)
+NOT_THE_KITS = {"_replace", "_asdict", "_fields", "_repr_markdown_", "_sleep", "_exit"}
+
+
+def test_the_tests_use_no_private_name_of_the_kit():
+    found = []
+    for path in glob.glob(os.path.join(ROOT, "tests", "**", "*.py"), recursive=True):
+        tree = ast.parse(open(path, encoding="utf-8").read())
+        where = os.path.relpath(path, ROOT)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("labkit"):
+                found += [f"{where}:{node.lineno} imports {a.name}" for a in node.names if a.name.startswith("_")]
+            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
+                  and node.attr not in NOT_THE_KITS and not (isinstance(node.value, ast.Name)
+                                                             and node.value.id in ("torch", "self", "cls"))):
+                found.append(f"{where}:{node.lineno} .{node.attr}")
+            elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("labkit.")
+                  and any(part.startswith("_") and not part.startswith("__") for part in node.value.split("."))):
+                found.append(f"{where}:{node.lineno} {node.value!r}")
+    assert not found, "tests reaching into the kit's private names (make what they need public, or test it " \
+                      "through what is):\n" + "\n".join(found)

@@ -7,8 +7,8 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
 
 from labkit.core.epoch_index import EpochIndex, epoch_of
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.samplers.resumable import BlockShuffleSampler
 
 
 class EchoEpochs(Dataset):

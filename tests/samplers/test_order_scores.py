@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch.utils.data import RandomSampler
 
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.order_scores import block_sizes, plot_tradeoff, score_order, sweep_block_sizes
-from labkit.samplers.resumable import BlockShuffleSampler
 
 matplotlib.use("Agg")
 
@@ -79,3 +79,16 @@ def test_plot_has_a_point_per_block_size_and_both_ends():
 def test_an_empty_index_is_refused():
     with pytest.raises(ValueError, match="empty"):
         sweep_block_sizes([], [], [], batch_size=8)
+
+
+def test_score_order_reads_randomness_and_locality_side_by_side():
+    from labkit.samplers.order_scores import score_order
+
+    n, batch = 256, 16
+    labels, offsets, lengths = np.arange(n) // 32, np.arange(n) * 1000, np.full(n, 1000)
+    sequential = score_order(np.arange(n), labels, offsets, lengths, batch, page_size=16_000)
+    shuffled = score_order(np.random.default_rng(0).permutation(n), labels, offsets, lengths, batch,
+                           page_size=16_000)
+    assert sequential.displacement == 0 and sequential.class_entropy == 0
+    assert sequential.pages_per_batch == pytest.approx(1, abs=0.1)
+    assert shuffled.class_entropy > 0.5 and shuffled.pages_per_batch > 8 * sequential.pages_per_batch

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from labkit.decode.decoders import decode_pil
+from labkit.decode.backends import decode_pil
 from labkit.storage.pack_format import (HEADER_SIZE, ChecksumMismatchError, CorruptIndexError, EntryOutOfBoundsError,
                                         NotAPackError, PackReader, PackWriter, TruncatedPackError,
                                         UnsupportedVersionError, verify_pack)
@@ -44,13 +44,13 @@ def test_alignment_is_honoured(tmp_path):
 
 def test_reader_maps_lazily_and_pickles_as_its_path(small_pack):
     r = PackReader(small_pack)
-    assert r._map is None  # index read, blobs not mapped until the first read
+    assert not r.mapped  # index read, blobs not mapped until the first read
     r.read(0)
-    assert r._map is not None
+    assert r.mapped
     state = pickle.dumps(r)
     assert len(state) < 300 and b"first sample" not in state
     copy = pickle.loads(state)
-    assert copy._map is None and copy.read(3) == BLOBS[3]
+    assert not copy.mapped and copy.read(3) == BLOBS[3]
 
 
 def test_decoded_pack_holds_what_pil_decodes(photos, decoded_pack):

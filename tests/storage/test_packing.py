@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from labkit.course.synthetic_data import read_manifest
+from labkit.bench.synthetic_data import read_manifest
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackReader
 from labkit.storage.packing import pack_folder, read_file
@@ -101,14 +101,14 @@ def test_a_packing_process_that_dies_fails_the_pack_instead_of_hanging_it(photos
 
     from labkit.storage import packing
 
-    sample_bytes = packing._sample_bytes
+    sample_bytes = packing.sample_bytes
 
     def crash_on_one_file(run, path):  # as a decoder crashing on a crafted file would
         if path.endswith(b"/000009.jpg"):
             os.kill(os.getpid(), signal.SIGKILL)
         return sample_bytes(run, path)
 
-    monkeypatch.setattr(packing, "_sample_bytes", crash_on_one_file)  # forked workers inherit it
+    monkeypatch.setattr(packing, "sample_bytes", crash_on_one_file)  # forked workers inherit it
     with pytest.raises(RuntimeError, match="a packing process died .* dmesg"):
         pack_folder(photos, tmp_path / "out.pack", workers=2, progress=False)
     assert list(tmp_path.iterdir()) == []

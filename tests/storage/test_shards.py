@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from torch.utils.data import DataLoader
 
+from labkit.core.timing import timestamp
 from labkit.datasets.iterable import LiveStreamDataset, ShardedIterableDataset, Stream
 from labkit.storage.pack_format import PackReader, PackWriter
 from labkit.storage.shards import feed_stream, pack_records, record_key, record_key_and_worker, split_pack
@@ -80,7 +81,7 @@ def test_feed_stream_is_held_back_by_a_full_buffer():
     producer.start()
     made, got = [], []
     for k, made_at in LiveStreamDataset(stream, poll_s=0.1):
-        got.append(time.time())
+        got.append(timestamp())
         made.append((k, made_at))
         time.sleep(pause)  # a slow consumer
     producer.join(timeout=10)

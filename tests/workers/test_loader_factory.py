@@ -8,12 +8,13 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
-from labkit.collate.collate_fns import stack_uint8
-from labkit.datasets.map_style import DecodedArrayDataset, SampleError
+from labkit.collate.batching import stack_uint8
 from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
-from labkit.samplers.resumable import BlockShuffleSampler, GroupedBatchSampler
-from labkit.workers import loader_factory
+from labkit.datasets.map_style import DecodedArrayDataset, SampleError
+from labkit.samplers.block_shuffle import BlockShuffleSampler
+from labkit.samplers.grouped import GroupedBatchSampler
 from labkit.storage.pack_format import PackReader
+from labkit.workers import loader_factory
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.profiled_loader import ProfiledLoader
 from labkit.workers.stateful_loader import StatefulLoader

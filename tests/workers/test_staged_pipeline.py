@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
+from labkit.bench.synthetic_data import ClipSpec, make_clips
 from labkit.course.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
-from labkit.course.synthetic_data import ClipSpec, make_clips
-from labkit.decode.decoders import DecodeError
+from labkit.decode.backends import DecodeError
 from labkit.workers.staged_pipeline import PipelineError, StagedPipeline, segment_exists
 
 SPEC = ClipSpec(n=6, classes=2, frames=4, width=64, height=48, seed=1)
@@ -49,7 +49,7 @@ def test_clips_are_made_whole_and_resumable(clips):
 @pytest.mark.timeout(60)
 def test_two_stages_give_what_one_stage_gives(clips):
     single = ClipFolderDataset(clips, SPEC.frames, (SPEC.height, SPEC.width), out=32)
-    pipe = StagedPipeline(_folders(clips), _stage1(), _stage2, (4, 48, 64, 3), decoders=2, transformers=1, slots=3)
+    pipe = StagedPipeline(_folders(clips), _stage1(), _stage2, (4, 48, 64, 3), num_decoders=2, num_transformers=1, slots=3)
     results = dict(pipe)
     assert sorted(results) == list(range(6))
     for k in range(6):
@@ -67,7 +67,7 @@ def test_stage_one_failure_names_stage_and_item_and_cleans_up(clips, tmp_path):
     os.makedirs(broken)
     open(os.path.join(broken, "frame000.jpg"), "wb").write(b"not a jpeg")
     items = _folders(clips)[:2] + [broken] + _folders(clips)[2:]
-    pipe = StagedPipeline(items, _stage1(), _stage2, (4, 48, 64, 3), decoders=2, slots=2)
+    pipe = StagedPipeline(items, _stage1(), _stage2, (4, 48, 64, 3), num_decoders=2, slots=2)
     with pytest.raises(PipelineError, match=r"stage 1 \(decode\) failed on item 2 .*broken"):
         list(pipe)
     assert pipe.shm is None and multiprocessing.active_children() == []
@@ -99,7 +99,7 @@ def test_stage_two_failure_is_named(clips):
 
 @pytest.mark.timeout(60)
 def test_ctrl_c_and_break_leave_no_process_and_no_shared_memory(clips):
-    pipe = StagedPipeline(_folders(clips) * 4, _stage1(), _stage2, (4, 48, 64, 3), decoders=2, slots=2)
+    pipe = StagedPipeline(_folders(clips) * 4, _stage1(), _stage2, (4, 48, 64, 3), num_decoders=2, slots=2)
     iterator = iter(pipe)
     next(iterator)
     name = pipe.shm.name

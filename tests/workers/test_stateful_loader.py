@@ -11,15 +11,16 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
+from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.core.epoch_index import epoch_of
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.machine import running
-from labkit.course.synthetic_data import PhotoSpec, make_photos
 from labkit.datasets.map_style import PackedDataset
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.distributed.checkpoint import load_checkpoint, save_checkpoint
 from labkit.measure.process_memory import descendants
-from labkit.samplers.resumable import BlockShuffleSampler, RandomPermutationSampler
+from labkit.samplers.block_shuffle import BlockShuffleSampler
+from labkit.samplers.every_sample import RandomPermutationSampler
 from labkit.storage.packing import pack_folder
 from labkit.workers.loader_factory import make_loader
 

@@ -8,12 +8,12 @@ import torch
 from conftest import OUT
 from torch.utils.data import DataLoader, SequentialSampler
 
-from labkit.collate.collate_fns import stack_uint8
+from labkit.collate.batching import stack_uint8
 from labkit.core.errors import LabkitError
 from labkit.datasets.map_style import EncodedPackDataset, ImageFolderDataset, PackedDataset, SampleError
 from labkit.decode.random_crop import RandomResizedCrop
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.thread_loader import ThreadLoader
 
 

@@ -5,7 +5,7 @@ import multiprocessing
 import pytest
 import torch
 
-from labkit.collate.collate_fns import stack_uint8
+from labkit.collate.batching import stack_uint8
 from labkit.course.pitfalls import (HoardingCollate, IndexedDataset, KilledAt, LockedDataset, SlowAt, SplitInInit, StuckAt,
                                     hold_lock)
 from labkit.diagnose.bottleneck import find_slow_samples

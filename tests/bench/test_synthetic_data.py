@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from labkit.course.synthetic_data import (CORRUPT_KINDS, MANIFEST_NAME, PhotoSpec, class_name, encode_sample,
+from labkit.bench.synthetic_data import (CORRUPT_KINDS, MANIFEST_NAME, PhotoSpec, class_name, encode_sample,
                                           make_photos, plan_sample, read_manifest, spectrum_slope)
-from labkit.decode.decoders import DecodeError, decode_pil
+from labkit.decode.backends import DecodeError, decode_pil
 
 from conftest import SMALL, files_under
 
@@ -115,7 +115,7 @@ def test_bad_specs_are_refused():
 
 
 def test_radial_power_spectrum_is_what_the_slope_is_fitted_to():
-    from labkit.course.synthetic_data import radial_power_spectrum
+    from labkit.bench.synthetic_data import radial_power_spectrum
 
     spec = PhotoSpec(n=1, width=320, height=240)
     image = np.asarray(Image.open(io.BytesIO(encode_sample(spec, plan_sample(spec, 0)))))

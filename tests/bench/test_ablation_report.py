@@ -5,7 +5,7 @@ import json
 import matplotlib
 import pytest
 
-from labkit.course.ablation_report import AblationRun, changed_knobs, plot_speedups, reference_runs, results_folder
+from labkit.bench.ablation_report import AblationRun, changed_knobs, plot_speedups, reference_runs, results_folder
 
 matplotlib.use("Agg")
 

@@ -1,4 +1,5 @@
-"""Encoded image bytes → uint8 C×H×W tensor of a target size (seed section 2.1: the costliest step).
+"""Encoded image bytes → uint8 C×H×W tensor of a target size (seed section 2.1: the costliest step): the decode
+backends on Pillow, torchvision, torchcodec and nvJPEG, and the contract every decoder keeps.
 
 The decoders on Pillow, torchvision and torchcodec, with one contract, so a lab can swap them and measure
 (`labkit.decode.registry` lists every decoder, ``simplejpeg`` included, one record each):
@@ -40,6 +41,8 @@ from torch.nn.functional import interpolate
 from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
 
 Size = Union[int, Tuple[int, int], Sequence[int], None]
+#: The output side the seed's ablation decodes to (``Resize((256, 256))``), every decoder's default.
+OUTPUT_SIZE = 256
 
 #: Largest image (in pixels) a decoder accepts unless told otherwise: Pillow's own default.
 MAX_PIXELS = 89_478_485
@@ -197,12 +200,12 @@ def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool) ->
         raise DecodeError(describe_failure(data, e, f"cannot decode {img.format or 'image'}")) from None
 
 
-def decode_pil(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_pil(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """Full PIL decode, then bilinear resize to ``size`` (the seed's baseline)."""
     return _decode_with_pil(data, size, max_pixels, reduced=False)
 
 
-def decode_pil_reduced(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_pil_reduced(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """JPEG DCT-domain downscale (``Image.draft``) to no less than ``size``, then torch's uint8 resize."""
     return _decode_with_pil(data, size, max_pixels, reduced=True)
 
@@ -234,7 +237,7 @@ def _finish(img: torch.Tensor, size: Size) -> torch.Tensor:
     return img.contiguous()
 
 
-def decode_torchvision(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_torchvision(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """libjpeg-turbo / libpng through ``torchvision.io``, antialiased bilinear resize on uint8."""
     header = open_image(data, max_pixels)
     if header.format not in TORCHVISION_FORMATS or header.mode == "CMYK":
@@ -259,7 +262,7 @@ def _require_torchcodec() -> None:
                           "(or choose another decoder)")
 
 
-def decode_torchcodec(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """``torchcodec.decoders.decode_image`` (torchvision's successor; it applies the EXIF orientation),
     antialiased bilinear resize on uint8."""
     _require_torchcodec()
@@ -278,7 +281,7 @@ def decode_torchcodec(data: bytes, size: Size = 256, max_pixels: int = MAX_PIXEL
     return _finish(img, size)
 
 
-def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = 256,
+def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = OUTPUT_SIZE,
                       device: Union[str, torch.device] = "cuda") -> torch.Tensor:
     """A batch of JPEG files (uint8 byte tensors) → uint8 N×3×H×W decoded and resized on ``device``.
 

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
+from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.core.errors import LabkitTypeError, LabkitValueError
-from labkit.course.synthetic_data import PhotoSpec, encode_sample, plan_sample
-from labkit.decode.decoders import (DecodeError, DecompressionBombError, check_decodable, psnr, resize_uint8,
+from labkit.decode.backends import (DecodeError, DecompressionBombError, check_decodable, psnr, resize_uint8,
                                     target_hw)
 from labkit.decode.registry import DECODERS, decode_image, get_decoder
 
@@ -234,7 +234,7 @@ def test_only_the_torchvision_decoder_imports_torchvision():
 
 
 def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():
-    from labkit.decode.decoders import decode_jpeg_batch
+    from labkit.decode.backends import decode_jpeg_batch
 
     blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(3)]
     batch = decode_jpeg_batch(blobs, 64, device="cpu")
@@ -243,7 +243,7 @@ def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():
 
 
 def test_a_broken_file_in_a_batched_decode_is_named_by_its_position():
-    from labkit.decode.decoders import decode_jpeg_batch
+    from labkit.decode.backends import decode_jpeg_batch
 
     good = _photo()
     blobs = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in (good, good[: len(good) // 3], good)]
@@ -254,7 +254,7 @@ def test_a_broken_file_in_a_batched_decode_is_named_by_its_position():
 
 @pytest.mark.cuda
 def test_batched_jpeg_decode_on_cuda_is_close_to_cpu():
-    from labkit.decode.decoders import decode_jpeg_batch
+    from labkit.decode.backends import decode_jpeg_batch
 
     blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(4)]
     on_gpu = decode_jpeg_batch(blobs, 256, device="cuda").cpu()
@@ -264,14 +264,14 @@ def test_batched_jpeg_decode_on_cuda_is_close_to_cpu():
 
 def test_without_torchcodec_its_decoder_is_unlisted_and_named_with_the_install(monkeypatch):
     from labkit.core.errors import LabkitError
-    from labkit.decode import decoders, registry
+    from labkit.decode import backends, registry
 
-    monkeypatch.setattr(decoders, "torchcodec_available", lambda: False)
+    monkeypatch.setattr(backends, "torchcodec_available", lambda: False)
     monkeypatch.setattr(registry, "DECODERS", {k: v for k, v in registry.DECODERS.items() if k != "torchcodec"})
     monkeypatch.setattr(registry, "MISSING", {"torchcodec": "pip install 'torch-labkit[torchcodec]'"})
     with pytest.raises(LabkitError, match=r"not installed here: pip install 'torch-labkit\[torchcodec\]'"):
         get_decoder("torchcodec")
     with pytest.raises(LabkitError, match=r"pip install 'torch-labkit\[torchcodec\]'"):
-        decoders.decode_torchcodec(_photo())
+        backends.decode_torchcodec(_photo())
     with pytest.raises(LabkitError, match="choose one of pil, pil-reduced, torchvision, simplejpeg$"):
         get_decoder("turbo")

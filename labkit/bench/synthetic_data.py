@@ -307,7 +307,7 @@ def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: Optional[int] 
             clear_dead_temporaries_in(out, quiet=True)  # the photos the stopped workers were writing
     plans.sort(key=lambda p: p.index)
     report.corrupt = [{"path": p.relpath, "kind": p.kind} for p in plans if p.kind in CORRUPT_KINDS]
-    manifest = {"generator": "labkit.course.synthetic_data", "spec": asdict(spec),
+    manifest = {"generator": "labkit.bench.synthetic_data", "spec": asdict(spec),
                 "classes": [class_name(c, spec.classes) for c in range(spec.classes)],
                 "kinds": report.kinds, "corrupt": report.corrupt}
     write_atomic(os.path.join(out, MANIFEST_NAME), json.dumps(manifest, indent=1).encode())

@@ -6,20 +6,21 @@ import pytest
 import torch
 from torch.utils.data import RandomSampler
 
-from labkit.collate.collate_fns import MixCollate, list_collate, stack_samples, stack_uint8
+from labkit.collate.batching import list_collate, stack_samples, stack_uint8
+from labkit.collate.mixing import MixCollate
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitError
-from labkit.course.ablation import (TRAINING_VERSIONS, VERSIONS, NormalizeInWorker, Result, Settings, budget_note,
+from labkit.bench.ablation import (TRAINING_VERSIONS, VERSIONS, NormalizeInWorker, Result, AblationSettings, budget_note,
                                     build_loader, device_batches, format_table, run_ablation, seed_notes,
                                     training_notes)
-from labkit.course.workspace import prepare
+from labkit.bench.workspace import prepare
 from labkit.datasets.map_style import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
-from labkit.device.transfer import DevicePrefetcher
 from labkit.decode.registry import NO_DECODE
-from labkit.diagnose.autotuner import Budget, Config
+from labkit.device.transfer import DevicePrefetcher
+from labkit.diagnose.autotuner import Budget, LoaderConfig
 from labkit.measure.process_memory import describe_tree_memory, tree_memory_measure
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.samplers.resumable import BlockShuffleSampler
 from labkit.workers.shared_slots import SlotLoader
 
 V = {v.id: v for v in VERSIONS + TRAINING_VERSIONS}
@@ -33,7 +34,7 @@ def ws(photos, tmp_path_factory):
 
 
 def _build(vid, ws, decoder=None, tuned=None, workers=2):
-    settings = Settings(batch_size=8, num_workers=workers, device="cpu")
+    settings = AblationSettings(batch_size=8, num_workers=workers, device="cpu")
     return build_loader(V[vid], ws, settings, decoder or V[vid].decoder, tuned)
 
 
@@ -71,7 +72,7 @@ def test_v5_keeps_uint8_across_processes_and_normalises_and_mixes_on_the_device(
     assert loader.loader.num_workers == 2 and loader.loader.persistent_workers
     images, labels = next(iter(loader))
     assert images.dtype == torch.uint8
-    batches = device_batches(V["v5"], loader, Settings(batch_size=8, device="cpu"), len(ws.classes))
+    batches = device_batches(V["v5"], loader, AblationSettings(batch_size=8, device="cpu"), len(ws.classes))
     assert isinstance(batches, DevicePrefetcher) and batches.mix is not None
     images, soft = next(iter(batches))
     assert images.dtype == torch.float32 and soft.shape == (8, len(ws.classes))
@@ -91,15 +92,15 @@ def test_v6_reads_verified_decoded_arrays_in_block_order_with_batched_reads_in_t
 
 
 def test_v7_takes_the_autotuners_choice(ws):
-    loader, described = _build("v7", ws, tuned=Config(NO_DECODE, 1, 4, main_threads=1))
+    loader, described = _build("v7", ws, tuned=LoaderConfig(NO_DECODE, 1, 4, main_threads=1))
     assert isinstance(loader.dataset, DecodedArrayDataset) and loader.num_workers == 1
     assert loader.prefetch_factor == 4 and described["main_threads"] == 1
-    loader, _ = _build("v7", ws, tuned=Config(NO_DECODE, 0, 2))
+    loader, _ = _build("v7", ws, tuned=LoaderConfig(NO_DECODE, 0, 2))
     assert loader.num_workers == 0 and not loader.persistent_workers
-    loader, _ = _build("v7", ws, tuned=Config("torchvision", 2, 2))
+    loader, _ = _build("v7", ws, tuned=LoaderConfig("torchvision", 2, 2))
     assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "torchvision"
     assert isinstance(loader.sampler, RandomSampler)
-    loader, described = _build("v7", ws, tuned=Config(NO_DECODE, 0, 2, sampler="block"))
+    loader, described = _build("v7", ws, tuned=LoaderConfig(NO_DECODE, 0, 2, sampler="block"))
     assert isinstance(loader.sampler, BlockShuffleSampler) and described["sampler"] == "BlockShuffleSampler"
 
 
@@ -141,7 +142,7 @@ def test_peak_memory_is_checked_against_the_autotuners_budget():
 @pytest.mark.timeout(60)
 def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
     out, png = str(tmp_path / "a.json"), str(tmp_path / "a.png")
-    report = run_ablation(ws, Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+    report = run_ablation(ws, AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
                           only=["v1", "v3", "v6"], json_path=out, plot_path=png, progress=False)
     saved = json.load(open(out))
     assert [v["id"] for v in saved["versions"]] == ["v1", "v3", "v6"] == [v["id"] for v in report["versions"]]
@@ -161,11 +162,11 @@ def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
 
 @pytest.mark.timeout(60)
 def test_the_decoders_are_timed_only_for_a_version_that_picks_the_fastest(ws, monkeypatch):
-    import labkit.course.ablation as ablation
+    import labkit.bench.ablation as ablation
 
     timed = []
     monkeypatch.setattr(ablation, "fastest_decoder", lambda ws, crops=False: timed.append(1) or ("pil", {"pil": 0.001}))
-    settings = Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu")
+    settings = AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu")
     report = run_ablation(ws, settings, only=["v1"], progress=False)
     assert not timed and not any(n.startswith(("decoders timed", "device stage")) for n in report["notes"])
     report = run_ablation(ws, settings, only=["v5"], progress=False)
@@ -177,7 +178,7 @@ def test_the_decoders_are_timed_only_for_a_version_that_picks_the_fastest(ws, mo
 @pytest.mark.timeout(60)
 def test_the_report_names_the_data_relative_to_the_working_directory(ws, capsys, monkeypatch):
     monkeypatch.chdir(os.path.dirname(ws.folder))
-    report = run_ablation(ws, Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+    report = run_ablation(ws, AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
                           only=["v6"], progress=True)
     captured = capsys.readouterr()
     assert report["settings"]["folder"] == os.path.basename(ws.folder)
@@ -186,12 +187,12 @@ def test_the_report_names_the_data_relative_to_the_working_directory(ws, capsys,
 
 
 def test_a_cold_run_says_how_the_cache_was_emptied_and_what_stayed_cached(ws, monkeypatch, capsys):
-    import labkit.course.ablation as ablation
+    import labkit.bench.ablation as ablation
     from labkit.measure.page_cache import empty_page_cache
 
     # per-file advice only: a test must not drop the whole machine's page cache, even as root
     monkeypatch.setattr(ablation, "empty_page_cache", lambda paths: empty_page_cache(paths, system=False))
-    settings = Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
+    settings = AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
     report = run_ablation(ws, settings, only=["v1", "v6"], progress=False)
     v1, v6 = report["versions"]
     assert v1["cache"]["files"] == ws.count and v6["cache"]["files"] == 1
@@ -206,7 +207,7 @@ def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
     from labkit.storage.packing import read_file
 
     read_file(os.fsencode(ws.decoded_pack))  # v6's data, all in the page cache
-    report = run_ablation(ws, Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+    report = run_ablation(ws, AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
                           only=["v6"], progress=False)
     v6 = report["versions"][0]
     assert v6["cache"]["files"] == 1 and v6["cache"]["resident_before"] > 0.9 and "emptied_by" not in v6["cache"]
@@ -217,7 +218,7 @@ def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
 def test_a_share_of_cached_data_the_os_cannot_read_is_named_not_known():
     from types import SimpleNamespace
 
-    from labkit.course.ablation import warm_note
+    from labkit.bench.ablation import warm_note
 
     results = [SimpleNamespace(id="v2", cache={"resident_before": None}),  # resident_share where there is no mincore
                SimpleNamespace(id="v3", cache={"resident_before": 0.5})]
@@ -228,7 +229,7 @@ def test_a_share_of_cached_data_the_os_cannot_read_is_named_not_known():
 def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     import multiprocessing
 
-    import labkit.course.ablation as ablation
+    import labkit.bench.ablation as ablation
     from labkit.measure.page_cache import empty_page_cache
 
     monkeypatch.setattr(ablation, "empty_page_cache", lambda paths: empty_page_cache(paths, system=False))
@@ -247,7 +248,7 @@ def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     holder.start()
     try:
         assert ready.wait(30)
-        settings = Settings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
+        settings = AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
         report = run_ablation(ws, settings, only=["v6"], progress=False)
     finally:
         stop.set()
@@ -283,7 +284,7 @@ def test_training_steps_are_judged_one_against_the_one_before_and_t5_against_t1(
 
 @pytest.mark.timeout(60)
 def test_the_training_ablation_runs_its_own_versions_and_refuses_the_others(ws, capsys):
-    settings = Settings(batch_size=8, num_workers=1, runs=2, steps=1, min_seconds=0.0, device="cpu")
+    settings = AblationSettings(batch_size=8, num_workers=1, runs=2, steps=1, min_seconds=0.0, device="cpu")
     report = run_ablation(ws, settings, only=["t1", "t5"], progress=False, train=True)
     assert [v["id"] for v in report["versions"]] == ["t1", "t5"]
     printed = capsys.readouterr().out
@@ -294,7 +295,7 @@ def test_the_training_ablation_runs_its_own_versions_and_refuses_the_others(ws, 
 
 
 def test_t5_takes_the_fastest_decoder_that_crops_inside_its_decode(ws, monkeypatch):
-    import labkit.course.ablation as ablation
+    import labkit.bench.ablation as ablation
 
     monkeypatch.setattr(ablation, "time_decoders", lambda blobs, size: {"pil": 0.001, "torchvision": 0.002,
                                                                          "pil-reduced": 0.004, "simplejpeg": 0.003})

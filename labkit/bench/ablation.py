@@ -14,7 +14,6 @@ so with the numbers.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -23,29 +22,34 @@ from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 from tqdm.auto import tqdm
 
-from labkit.collate.collate_fns import MixUp, MixUpCollate, list_collate, mix_batch, stack_samples, stack_uint8
-from labkit.core.atomic import save_figure, write_json
+from labkit.bench.workspace import Workspace, shown_path
+from labkit.collate.batching import list_collate, stack_samples, stack_uint8
+from labkit.collate.mixing import MixUp, MixUpCollate, mix_batch
+from labkit.core.atomic import save_figure
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import HostBuffers
 from labkit.core.machine import os_name
+from labkit.core.machine import describe_machine, machine_info
 from labkit.core.plotting import pyplot
+from labkit.core.timing import Stopwatch, time_calls
 from labkit.core.wording import clipped
-from labkit.course.workspace import OUTPUT_SIZE, Workspace, shown_path
-from labkit.datasets.map_style import (DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, LabeledImageDataset,
-                                       PackedDataset)
-from labkit.decode.decoders import decode_jpeg_batch
+from labkit.datasets.map_style import LabeledImageDataset, PackedDataset
+from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK
+from labkit.decode.backends import OUTPUT_SIZE, decode_jpeg_batch
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
-from labkit.diagnose.autotuner import Budget, Config, autotune, default_budget
-from labkit.measure.decoder_speed import median_seconds, time_decoders
-from labkit.measure.loader_timing import describe_machine, machine_info, measure_loader, spread_indices
+from labkit.diagnose.autotuner import Budget, LoaderConfig, autotune, default_budget
+from labkit.measure.decoder_speed import time_decoders
+from labkit.measure.loader_timing import measure_loader, spread_indices
 from labkit.measure.page_cache import empty_page_cache, mapping_processes, resident_share
 from labkit.measure.process_memory import PeakMemory, describe_tree_memory, tree_cpu_seconds, tree_memory_measure
+from labkit.measure.result_files import write_result
 from labkit.measure.verdict import judge
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.samplers.resumable import BlockShuffleSampler
+from labkit.workers.loader_factory import default_num_workers
 from labkit.workers.shared_slots import SlotLoader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
@@ -55,12 +59,12 @@ SEED_MACHINE = "the seed's run: 8-core CPU, one consumer GPU, SSD, 20,000 photos
 
 
 @dataclass(frozen=True)
-class Version:
+class AblationVersion:
     id: str
     name: str
-    storage: str  # "folder", "pack", "decoded", "bytes" (encoded files for the GPU), or "tuned"
+    storage: str  # a kind of labkit.datasets.storage_kinds, or "tuned"
     decoder: str  # a labkit decoder, "fastest", NO_DECODE, "gpu" or "tuned"
-    workers: bool  # True: worker processes (num_workers = Settings.num_workers); False: num_workers=0
+    workers: bool  # True: worker processes (num_workers = AblationSettings.num_workers); False: num_workers=0
     prefetch_factor: Optional[int]  # None: DataLoader's default (2)
     normalize_in_workers: bool
     mix: str  # "none", "collate" (float MixUp in the workers) or "device"
@@ -79,34 +83,34 @@ class Version:
         return TRAIN_OUTPUT_SIZE if self.crop else OUTPUT_SIZE
 
 
-VERSIONS: Tuple[Version, ...] = (
-    Version("v1", "files, PIL, Resize+ToTensor+Normalize, num_workers=0", "folder", "pil", False, None, True,
+VERSIONS: Tuple[AblationVersion, ...] = (
+    AblationVersion("v1", "files, PIL, Resize+ToTensor+Normalize, num_workers=0", FOLDER, "pil", False, None, True,
             "none", seed_step_s=0.58),
-    Version("v2", "+ workers, pin_memory, persistent_workers", "folder", "pil", True, None, True, "none",
+    AblationVersion("v2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none",
             seed_step_s=0.35),
-    Version("v3", "+ one packed file read through mmap", "pack", "pil", True, None, True, "none", seed_step_s=0.26),
-    Version("v4", "+ prefetch_factor=4, MixUp in collate", "pack", "pil", True, 4, True, "collate", seed_step_s=0.21),
-    Version("v5", "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device", "pack",
+    AblationVersion("v3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", seed_step_s=0.26),
+    AblationVersion("v4", "+ prefetch_factor=4, MixUp in collate", PACK, "pil", True, 4, True, "collate", seed_step_s=0.21),
+    AblationVersion("v5", "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device", PACK,
             "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True),
-    Version("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", "decoded",
+    AblationVersion("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", DECODED_PACK,
             NO_DECODE, False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
             checksum_reads=False),
-    Version("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
+    AblationVersion("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
             reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False),
-    Version("v8", "GPU JPEG decode (nvJPEG), whole batch at once", "bytes", "gpu", True, 4, False, "device",
+    AblationVersion("v8", "GPU JPEG decode (nvJPEG), whole batch at once", ENCODED_PACK, "gpu", True, 4, False, "device",
             cuda_only=True, reuse_host_buffers=True, budget_main_threads=True),
 )
 
 
 #: ``labkit ablation --train``: the seed's first versions as people train with them (the random-resized crop of
 #: every ImageNet recipe, after a full decode), beside labkit's training pipeline (the crop inside the decode).
-TRAINING_VERSIONS: Tuple[Version, ...] = (
-    Version("t1", "files, PIL, RandomResizedCrop(224)+flip+ToTensor+Normalize, num_workers=0", "folder", "pil", False,
+TRAINING_VERSIONS: Tuple[AblationVersion, ...] = (
+    AblationVersion("t1", "files, PIL, RandomResizedCrop(224)+flip+ToTensor+Normalize, num_workers=0", FOLDER, "pil", False,
             None, True, "none", crop=True),
-    Version("t2", "+ workers, pin_memory, persistent_workers", "folder", "pil", True, None, True, "none", crop=True),
-    Version("t3", "+ one packed file read through mmap", "pack", "pil", True, None, True, "none", crop=True),
-    Version("t5", "+ the crop inside the fastest DCT-scaled decode, uint8 across processes (in reused slots on a CPU), "
-            "normalise+MixUp on device", "pack", "fastest", True, 4, False, "device", reuse_host_buffers=True,
+    AblationVersion("t2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none", crop=True),
+    AblationVersion("t3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", crop=True),
+    AblationVersion("t5", "+ the crop inside the fastest DCT-scaled decode, uint8 across processes (in reused slots on a CPU), "
+            "normalise+MixUp on device", PACK, "fastest", True, 4, False, "device", reuse_host_buffers=True,
             budget_main_threads=True, batch_slots=True, crop=True),
 )
 
@@ -119,9 +123,9 @@ class NormalizeInWorker:
 
 
 @dataclass
-class Settings:
+class AblationSettings:
     batch_size: int = SEED_BATCH
-    num_workers: Optional[int] = None  # None: every usable CPU
+    num_workers: Optional[int] = None  # None: default_num_workers (one CPU left for the model step with model=True)
     runs: int = 3
     steps: int = 20  # batches per measured run (at most one epoch)
     min_seconds: float = 3.0  # a fast version is measured over more runs until they add up to this long
@@ -134,7 +138,8 @@ class Settings:
         return torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
     def resolved_num_workers(self) -> int:
-        return usable_cpus() if self.num_workers is None else self.num_workers
+        """``num_workers``, else `default_num_workers`: every CPU measuring a loader alone, one left for a model."""
+        return default_num_workers(main_process_steps=self.model) if self.num_workers is None else self.num_workers
 
 
 @dataclass
@@ -162,27 +167,23 @@ def fastest_decoder(ws: Workspace, samples: int = 16, crops: bool = False) -> Tu
     return min(candidates, key=times.get), times
 
 
-def _dataset(version: Version, ws: Workspace, decoder: str, seed: int = 0) -> LabeledImageDataset:
+def _dataset(version: AblationVersion, ws: Workspace, decoder: str, seed: int = 0) -> LabeledImageDataset:
     transform = NormalizeInWorker() if version.normalize_in_workers else None
     crop = RandomResizedCrop(TRAIN_OUTPUT_SIZE, seed=seed) if version.crop else None
-    if version.storage == "folder":
-        return ImageFolderDataset(ws.folder, decoder, OUTPUT_SIZE, transform=transform, crop=crop)
-    if version.storage == "pack":
-        return PackedDataset(ws.pack, decoder, OUTPUT_SIZE, transform=transform, check_crc=version.checksum_reads,
-                             crop=crop)
-    if version.storage == "decoded":
-        return DecodedArrayDataset(ws.decoded_pack, check_crc=version.checksum_reads)
-    return EncodedPackDataset(ws.pack)
+    if version.storage == ENCODED_PACK:
+        return ws.open(ENCODED_PACK)
+    return ws.open(version.storage, decoder, OUTPUT_SIZE, transform=transform, crop=crop,
+                   check_crc=version.checksum_reads)
 
 
-def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: str,
-                 tuned: Optional[Config] = None) -> Tuple[Union[DataLoader, SlotLoader], Dict[str, Any]]:
+def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,
+                 tuned: Optional[LoaderConfig] = None) -> Tuple[Union[DataLoader, SlotLoader], Dict[str, Any]]:
     """The loader a version describes (a DataLoader, or a `SlotLoader` around one); also returns
     its settings, for the JSON report."""
     cuda = settings.resolved_device().type == "cuda"
     storage = version.storage
     if tuned is not None:
-        storage = "decoded" if tuned.decoder == NO_DECODE else "pack"
+        storage = DECODED_PACK if tuned.decoder == NO_DECODE else PACK
         decoder = tuned.decoder
         version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch_factor=tuned.prefetch_factor,
                           normalize_in_workers=False, mix="device", sampler=tuned.sampler)
@@ -203,7 +204,7 @@ def build_loader(version: Version, ws: Workspace, settings: Settings, decoder: s
         sampler = EpochTagged(sampler)
     if version.mix == "collate":
         collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples)
-    elif version.storage == "bytes":
+    elif version.storage == ENCODED_PACK:
         collate = list_collate
     else:
         collate = stack_samples if version.normalize_in_workers else stack_uint8
@@ -239,12 +240,12 @@ def _gpu_decoded(loader: Iterable, device: torch.device, mix: Callable) -> Itera
         yield mix(images, labels.to(device, non_blocking=True))
 
 
-def device_batches(version: Version, loader: Iterable, settings: Settings, classes: int) -> Iterable:
+def device_batches(version: AblationVersion, loader: Iterable, settings: AblationSettings, classes: int) -> Iterable:
     """The loader followed by the device stage: copy, normalise and mix where the version says."""
     device = settings.resolved_device()
     buffers = HostBuffers(keep=4 if version.reuse_host_buffers else 0)
     mix = MixUp(classes, seed=settings.seed, buffers=buffers) if version.mix == "device" else None
-    if version.storage == "bytes":
+    if version.storage == ENCODED_PACK:
         return _gpu_decoded(loader, device, mix or (lambda images, labels: (images, labels)))
     normalize = None if version.normalize_in_workers else (IMAGENET_MEAN, IMAGENET_STD)
     return DevicePrefetcher(loader, device, normalize=normalize, mix=mix, buffers=buffers)
@@ -273,8 +274,8 @@ def model_step(device: torch.device, classes: int) -> Callable[[Any], None]:
     return step
 
 
-def measure_version(version: Version, ws: Workspace, settings: Settings, decoder: str,
-                    tuned: Optional[Config] = None, step: Optional[Callable[[Any], None]] = None) -> Result:
+def measure_version(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,
+                    tuned: Optional[LoaderConfig] = None, step: Optional[Callable[[Any], None]] = None) -> Result:
     """Build, warm up and time one version: images/s and step time (medians), CPU use, peak memory (PSS of
     main + workers), GPU busy."""
     device = settings.resolved_device()
@@ -294,21 +295,21 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
 
     def on_batch(batch: Any) -> None:
         if step is not None:
-            t0 = time.perf_counter()
+            stepping = Stopwatch()
             step(batch)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
-            busy[0] += time.perf_counter() - t0
+            busy[0] += stepping.elapsed
         elif device.type == "cuda":
             torch.cuda.synchronize(device)
         peak.sample()
 
     steps = min(settings.steps, max(1, len(loader)))
-    cpu0, wall0 = tree_cpu_seconds(), time.perf_counter()
+    cpu0, watch = tree_cpu_seconds(), Stopwatch()
     with torch_threads(described["main_threads"]):
         result = measure_loader(batches, runs=settings.runs, warmup_runs=1, max_batches=steps, on_batch=on_batch,
                                 warmup_batches=None if version.workers else 1, min_seconds=settings.min_seconds)
-    wall = time.perf_counter() - wall0
+    wall = watch.elapsed
     cpu_util = (tree_cpu_seconds() - cpu0) / (wall * usable_cpus())
     del batches, loader
     gpu_busy = busy[0] / wall if (device.type == "cuda" and step is not None) else None
@@ -316,11 +317,11 @@ def measure_version(version: Version, ws: Workspace, settings: Settings, decoder
                   cpu_util, peak.peak / 2**20, gpu_busy, version.seed_step_s, described, cache=cache)
 
 
-def _version_files(version: Version, ws: Workspace, tuned: Optional[Config]) -> List[str]:
+def _version_files(version: AblationVersion, ws: Workspace, tuned: Optional[LoaderConfig]) -> List[str]:
     """The files a version reads its samples from (a cold run reports how much of them is cached)."""
-    if version.storage == "folder":
+    if version.storage == FOLDER:
         return [os.path.join(ws.folder, p) for p in _folder_files(ws)]
-    if version.storage == "decoded" or (tuned is not None and tuned.decoder == NO_DECODE):
+    if version.storage == DECODED_PACK or (tuned is not None and tuned.decoder == NO_DECODE):
         return [ws.decoded_pack]
     return [ws.pack]
 
@@ -354,7 +355,7 @@ def _folder_files(ws: Workspace) -> List[str]:
     return list(scan_image_folder(ws.folder).relpaths)
 
 
-def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int = 5, size: int = OUTPUT_SIZE) -> float:
+def device_stage_ms(settings: AblationSettings, classes: int, fused: bool, repeats: int = 5, size: int = OUTPUT_SIZE) -> float:
     """What normalising and mixing one uint8 batch costs on the device: as two passes into fresh
     tensors (``fused=False``, the textbook way), or as v5+ do it — `MixUp` folded into the
     normalisation, written into reused buffers (``fused=True``). Cheap on a GPU, not on a CPU."""
@@ -372,7 +373,7 @@ def device_stage_ms(settings: Settings, classes: int, fused: bool, repeats: int 
             torch.cuda.synchronize(device)
 
     step()  # the first step also allocates (and, fused, fills the prefetcher): not timed
-    return median_seconds(step, repeats) * 1000
+    return time_calls(step, repeats).median * 1000
 
 
 def _step_verdicts(results: List[Result], pairs: Sequence[Tuple[str, str]], batch_size: int,
@@ -461,7 +462,7 @@ def plot(results: List[Result], path: str, title: str) -> None:
     plt.close(fig)
 
 
-def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = None,
+def run_ablation(ws: Workspace, settings: AblationSettings, only: Optional[List[str]] = None,
                  json_path: Optional[str] = None, plot_path: Optional[str] = None,
                  progress: bool = True, train: bool = False) -> Dict[str, Any]:
     """Measure every version that applies here, print the table, write JSON and plot if asked.
@@ -482,7 +483,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
     step = model_step(device, len(ws.classes)) if settings.model else None
     results: List[Result] = []
     skipped: Dict[str, str] = {}
-    tuned: Optional[Config] = None
+    tuned: Optional[LoaderConfig] = None
     tuned_note = ""
     bar = tqdm(chosen, desc="ablation", unit="version", disable=not progress)
     for version in bar:
@@ -540,7 +541,7 @@ def run_ablation(ws: Workspace, settings: Settings, only: Optional[List[str]] = 
               "memory_budget": asdict(budget), "peak_memory": describe_tree_memory(),
               "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}}}
     if json_path:
-        write_json(json_path, report)
+        write_result(json_path, report)
         print(f"wrote {json_path}")
     if plot_path and results:
         plot(results, plot_path, f"{describe_machine(info)} — {mode}")

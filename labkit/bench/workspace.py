@@ -18,17 +18,19 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
+
+from torch.utils.data import Dataset
 
 from labkit.core.environment import DATA_ENV, clone_root, configured_data_folder, quick_mode
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.user_paths import check_output_folder, require_folder, write_probe_error
-from labkit.course.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
+from labkit.bench.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
+from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK, STORAGE_KINDS, open_images
+from labkit.decode.backends import OUTPUT_SIZE
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader, verify_pack
 from labkit.storage.packing import pack_folder
-
-OUTPUT_SIZE = 256
 
 
 class WorkspaceError(LabkitError, OSError):
@@ -43,6 +45,18 @@ class Workspace:
     classes: List[str]
     count: int
     work: str  # where the packs (and a demo's results) made from `folder` are kept
+
+    def path_of(self, kind: str) -> str:
+        """Where this set is stored as ``kind`` (`labkit.datasets.storage_kinds`): the folder, or one of its packs."""
+        paths = {FOLDER: self.folder, PACK: self.pack, DECODED_PACK: self.decoded_pack, ENCODED_PACK: self.pack}
+        if kind not in paths:
+            raise LabkitValueError(f"storage kind {kind!r}: one of {', '.join(STORAGE_KINDS)}")
+        return paths[kind]
+
+    def open(self, kind: str, decoder: Optional[str] = None, size: int = OUTPUT_SIZE, **options: Any) -> Dataset:
+        """This set stored as ``kind``, as a dataset (`labkit.datasets.storage_kinds.open_images`, which takes
+        ``options``: transform, crop, check_crc)."""
+        return open_images(kind, self.path_of(kind), decoder, size, **options)
 
 
 def _inside(path: str, root: str) -> bool:

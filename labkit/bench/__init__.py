@@ -1,0 +1,30 @@
+"""The bench every measurement stands on, shared by the `labkit` command, the benchmarks and the course: the data
+folder (the kit's photo-like set or a user's ImageFolder, its packs beside it), the photo-like data itself, the
+ablation and its report.
+
+Import rule: labkit.bench may use every layer, measure and diagnose; course and tools import it, nothing else does.
+
+The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
+distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
+and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
+"""
+
+from labkit.core.lazy import lazy_exports
+
+__all__, __getattr__, __dir__ = lazy_exports(__name__, {
+    "Workspace": "workspace",
+    "WorkspaceError": "workspace",
+    "prepare": "workspace",
+    "course_workspace": "workspace",
+    "data_root": "workspace",
+    "shown_path": "workspace",
+    "shown_text": "workspace",
+    "derived_folder": "workspace",
+    "PhotoSpec": "synthetic_data",
+    "ClipSpec": "synthetic_data",
+    "make_photos": "synthetic_data",
+    "make_clips": "synthetic_data",
+    "make_hostile": "synthetic_data",
+    "AblationSettings": "ablation",
+    "run_ablation": "ablation",
+})
