@@ -4,9 +4,7 @@ ablation and its report.
 
 Import rule: labkit.bench may use every layer, measure and diagnose; course and tools import it, nothing else does.
 
-The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
-distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
+The order of the layers, and what each may import, is the package's own docstring (``labkit``).
 """
 
 from labkit.core.lazy import lazy_exports

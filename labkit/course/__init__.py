@@ -4,9 +4,7 @@ the ablation are the bench's (`labkit.bench`), which the command and the benchma
 
 Import rule: labkit.course may use every layer, measure, diagnose and bench; no other labkit package imports it.
 
-The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
-distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
+The order of the layers, and what each may import, is the package's own docstring (``labkit``).
 """
 
 from labkit.core.lazy import lazy_exports

@@ -4,9 +4,7 @@ autotuner.
 Import rule: labkit.diagnose may read every layer from core to distributed, and measure; never course or
 tools.
 
-The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
-distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
+The order of the layers, and what each may import, is the package's own docstring (``labkit``).
 """
 
 from labkit.core.lazy import lazy_exports

@@ -1,12 +1,10 @@
-"""The order samples are read in: the resumable samplers (resumable), and the scores of an order with the
-block-size sweep (order_scores).
+"""The order samples are read in: one module per order family (every_sample, block_shuffle, class_balanced,
+grouped), the epoch wrapper (epoch_tagged), and the scores of an order with the block-size sweep (order_scores).
 
 Import rule: labkit.samplers may import labkit.core, labkit.decode, labkit.storage, labkit.datasets, nothing
 else.
 
-The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
-distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
+The order of the layers, and what each may import, is the package's own docstring (``labkit``).
 """
 
 from labkit.core.lazy import lazy_exports

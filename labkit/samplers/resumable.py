@@ -2,8 +2,9 @@
 
 Every sampler here derives an epoch's whole order from ``(seed, epoch)`` alone, so:
 
-* the order changes every epoch by itself (forgetting ``set_epoch`` — seed 6.2's "shuffle=True
-  but every epoch is the same" — cannot happen; an explicit ``set_epoch`` still wins);
+* the order changes every epoch by itself (forgetting ``set_epoch``, which gives seed 6.2's symptom, "shuffle=True
+  but every epoch is the same", through ``DistributedSampler`` (4.4), cannot happen; an explicit ``set_epoch``
+  still wins);
 * its state is three numbers — seed, epoch, position — and resuming from ``state_dict()``
   yields exactly the rest of the epoch, however many DataLoader workers either run used;
 * it plugs into torchdata's ``StatefulDataLoader``, which calls ``state_dict()`` at the right

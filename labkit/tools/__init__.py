@@ -3,9 +3,7 @@
 Import rule: labkit.tools may use everything; no other labkit package imports it (labkit/__main__.py runs its
 command line).
 
-The layers run core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device ->
-distributed, and each imports only those to its left. measure reads every layer; diagnose reads every layer
-and measure; bench uses all of those; course and tools may use everything; nothing imports course or tools.
+The order of the layers, and what each may import, is the package's own docstring (``labkit``).
 """
 
 from labkit.core.lazy import lazy_exports

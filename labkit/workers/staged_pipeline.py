@@ -191,6 +191,7 @@ class StagedPipeline:
         feeder = threading.Thread(target=feed, name="pipeline-feeder", daemon=True)
         feeder.start()
         finished = False
+        died: List[str] = []
         try:
             for _ in range(len(self.items)):
                 message = self._next_result(results)
@@ -206,19 +207,29 @@ class StagedPipeline:
                 stop.set()
             feeder.join()
             if not (finished and self.persistent):
-                self.close()
+                died = self._stop()
+        if died:  # every item arrived, but a stage was ended by something else (the OOM killer, a kill -9)
+            raise PipelineError(f"{died[0]} while the pipeline ran: every item was delivered, but something outside "
+                                "the pipeline ended it (the kernel's OOM killer, a kill); find what before trusting "
+                                "the next run")
 
     def close(self) -> None:
         """Stop every process and unlink the ring (a no-op when nothing runs)."""
+        self._stop()
+
+    def _stop(self) -> List[str]:
+        """Stop every process and unlink the ring; the stages that had ended by themselves (not stopped or killed
+        here) with an exit code other than 0, named with it."""
         if self._running is None:
-            return
+            return []
         stop, *queues = self._running
         self._running = None
         stop.set()
-        self._shutdown()
+        died = self._shutdown()
         for q in queues:
             q.cancel_join_thread()
             q.close()
+        return died
 
     def __enter__(self) -> "StagedPipeline":
         return self
@@ -254,10 +265,13 @@ class StagedPipeline:
                 return dead
             time.sleep(0.02)
 
-    def _shutdown(self) -> None:
-        """Every process has been told to stop; wait briefly, kill what is left, unlink the ring."""
+    def _shutdown(self) -> List[str]:
+        """Every process has been told to stop; wait briefly, kill what is left, unlink the ring. Returns the
+        processes that ended with an exit code other than 0 before this killed anything."""
         for p in self.processes:
             p.join(timeout=2)
+        died = [f"{p.name} (pid {p.pid}) died ({exit_text(p.exitcode)})" for p in self.processes
+                if p.exitcode not in (None, 0)]
         for p in self.processes:
             if p.is_alive():
                 p.kill()
@@ -267,6 +281,7 @@ class StagedPipeline:
             self.shm.close()
             self.shm.unlink()
             self.shm = None
+        return died
 
 
 def segment_exists(name: str) -> bool:

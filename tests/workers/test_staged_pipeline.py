@@ -192,6 +192,19 @@ def test_a_stage_process_killed_at_any_moment_is_named_every_time(context, no_le
 
 
 @pytest.mark.timeout(60)
+def test_a_stage_killed_after_the_last_item_is_still_named(no_leaks):
+    # the kill lands after every result has arrived: the data is whole, but a stage did not end by itself
+    pipe = StagedPipeline(list(range(12)), _KillsItsProcess(at=11, delay=0.3, out="array"), _to_tensor, (8, 8), slots=2)
+    got = []
+    with pytest.raises(PipelineError, match=r"stage1-0 \(pid \d+\) died \(exit code -9, killed by SIGKILL\) while the "
+                                            "pipeline ran: every item was delivered"):
+        for index, _ in pipe:
+            got.append(index)
+    assert sorted(got) == list(range(12))
+    assert multiprocessing.active_children() == [] and not segment_exists(pipe.segment)
+
+
+@pytest.mark.timeout(60)
 def test_a_persistent_pipeline_keeps_its_processes_and_ring_until_closed(clips):
     with StagedPipeline(_folders(clips), _stage1(), _stage2, (4, 48, 64, 3), slots=3, persistent=True) as pipe:
         first = dict(pipe)
