@@ -156,6 +156,7 @@ class Result:
     loader: Dict[str, Any] = field(default_factory=dict)
     speedup_vs_v1: float = 1.0
     cache: Dict[str, Any] = field(default_factory=dict)  # share of the data cached at the start; cold: how emptied
+    median_gap_s: Optional[float] = None  # the median wait between batches; step_s is seconds per batch
 
 
 def fastest_decoder(ws: Workspace, samples: int = 16, crops: bool = False) -> Tuple[str, Dict[str, float]]:
@@ -314,7 +315,8 @@ def measure_version(version: AblationVersion, ws: Workspace, settings: AblationS
     del batches, loader
     gpu_busy = busy[0] / wall if (device.type == "cuda" and step is not None) else None
     return Result(version.id, version.name, result.images_per_s, result.step_s, result.runs_images_per_s,
-                  cpu_util, peak.peak / 2**20, gpu_busy, version.seed_step_s, described, cache=cache)
+                  cpu_util, peak.peak / 2**20, gpu_busy, version.seed_step_s, described, cache=cache,
+                  median_gap_s=result.median_gap_s)
 
 
 def _version_files(version: AblationVersion, ws: Workspace, tuned: Optional[LoaderConfig]) -> List[str]:
@@ -376,8 +378,7 @@ def device_stage_ms(settings: AblationSettings, classes: int, fused: bool, repea
     return time_calls(step, repeats).median * 1000
 
 
-def _step_verdicts(results: List[Result], pairs: Sequence[Tuple[str, str]], batch_size: int,
-                   seed_sizes: bool) -> List[str]:
+def _step_verdicts(results: List[Result], pairs: Sequence[Tuple[str, str]], seed_sizes: bool) -> List[str]:
     """Each later version of ``pairs`` judged against the earlier one from their repeated runs, with the seed's
     size where ``seed_sizes``; a pair with a version not measured is left out."""
     by_id = {r.id: r for r in results}
@@ -386,7 +387,7 @@ def _step_verdicts(results: List[Result], pairs: Sequence[Tuple[str, str]], batc
         if before not in by_id or after not in by_id:
             continue
         a, b = by_id[before], by_id[after]
-        per_step = f"{batch_size / a.images_per_s:.3f} s -> {batch_size / b.images_per_s:.3f} s per step"
+        per_step = f"{a.step_s:.3f} s -> {b.step_s:.3f} s per step"
         if min(len(a.runs_images_per_s), len(b.runs_images_per_s)) < 2:
             notes.append(f"{after} vs {before}: {per_step}, from one run each: no verdict (measure --runs 2 or more)")
             continue
@@ -396,17 +397,17 @@ def _step_verdicts(results: List[Result], pairs: Sequence[Tuple[str, str]], batc
     return notes
 
 
-def seed_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]:
+def seed_notes(results: List[Result]) -> List[str]:
     """Each claim of the seed's table — every version faster than the one before, by the seed's factor —
     judged here from the versions' repeated runs (`labkit.measure.verdict.judge`)."""
-    return _step_verdicts(results, (("v1", "v2"), ("v2", "v3"), ("v3", "v4")), batch_size, seed_sizes=True)
+    return _step_verdicts(results, (("v1", "v2"), ("v2", "v3"), ("v3", "v4")), seed_sizes=True)
 
 
-def training_notes(results: List[Result], batch_size: int = SEED_BATCH) -> List[str]:
+def training_notes(results: List[Result]) -> List[str]:
     """Each training step judged against the one before, and labkit's pipeline against the seed's v1 and v2 with
     the crop (the seed gives no training sizes, so these verdicts have none)."""
     return _step_verdicts(results, (("t1", "t2"), ("t2", "t3"), ("t3", "t5"), ("t2", "t5"), ("t1", "t5")),
-                          batch_size, seed_sizes=False)
+                          seed_sizes=False)
 
 
 def budget_note(results: List[Result], budget: Budget) -> str:
@@ -436,6 +437,8 @@ def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str,
     for vid, why in skipped.items():
         lines.append(f"{vid:<4}not run: {why}")
     lines.append("")
+    lines.append("step s: seconds per batch (the batch size ÷ images/s), as the seed counts a step; the median gap "
+                 "between two batches, a shorter figure where workers run ahead, is the JSON's median_gap_s.")
     lines.append(f"seed s / seed x: {SEED_MACHINE}.")
     lines.append(f"{tree_memory_measure()} MiB: peak {describe_tree_memory()}.")
     lines.extend(f"note: {n}" for n in notes)
@@ -443,7 +446,8 @@ def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str,
 
 
 def plot(results: List[Result], path: str, title: str) -> None:
-    """Bar chart of images/s per version (log scale), the seed's v1–v4 beside ours."""
+    """Bar chart of images/s per version from 0, the seed's v1–v4 beside ours, each of ours labelled with its
+    speed-up over v1."""
     plt = pyplot(headless=True)
     fig, ax = plt.subplots(figsize=(9, 4))
     xs = range(len(results))
@@ -453,8 +457,8 @@ def plot(results: List[Result], path: str, title: str) -> None:
     for x, r in zip(xs, results):
         ax.annotate(f"{r.speedup_vs_v1:.1f}x", (x - 0.2, r.images_per_s), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(xs), [r.id for r in results])
-    ax.set_yscale("log")
-    ax.set_ylabel("images/s (log scale)")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("images/s")
     ax.set_title(title, fontsize=9)
     ax.legend()
     fig.tight_layout()
@@ -511,7 +515,7 @@ def run_ablation(ws: Workspace, settings: AblationSettings, only: Optional[List[
     for r in results:
         r.speedup_vs_v1 = r.images_per_s / base
     judged = training_notes if train else seed_notes
-    notes = judged(results, settings.batch_size) + ([tuned_note] if tuned_note else [])
+    notes = judged(results) + ([tuned_note] if tuned_note else [])
     if decoders_timed:
         notes.append("decoders timed on one core here (ms/image): " +
                      ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items())

@@ -10,12 +10,15 @@ a folder of its own under the data folder (never into ``notebooks/``, which stay
 from __future__ import annotations
 
 import importlib
+import json
 import os
 import sys
 from types import ModuleType
 
 from labkit.bench.workspace import data_root
-from labkit.core.errors import LabkitValueError
+from labkit.core.atomic import write_atomic
+from labkit.core.environment import clone_root
+from labkit.core.errors import LabkitFileNotFoundError, LabkitValueError
 
 
 def learner_folder(lab: str) -> str:
@@ -28,6 +31,36 @@ def learner_folder(lab: str) -> str:
     if folder not in sys.path:
         sys.path.insert(0, folder)
     return folder
+
+
+def _written_by(notebook: str, path: str, name: str) -> str:
+    """The source the ``%%writefile {LAB}/<name>.py`` cell of ``notebook`` writes; a missing notebook or cell is an
+    error saying to run that notebook."""
+    marker = f"%%writefile {{LAB}}/{name}.py"
+    try:
+        with open(path, encoding="utf-8") as f:
+            cells = json.load(f)["cells"]
+    except OSError:
+        cells = []
+    for cell in cells:
+        source = "".join(cell["source"])
+        if cell["cell_type"] == "code" and source.startswith(marker):
+            return source[len(marker):].lstrip("\n")
+    raise LabkitFileNotFoundError(f"{name}.py is not in {learner_folder(notebook[:2])} and {path} has no cell that writes "
+                                  f"it: run notebook {notebook} first, which writes your version of it")
+
+
+def learner_piece(notebook: str, name: str) -> ModuleType:
+    """The learner's module ``name`` from an earlier notebook (``"01_dataset"``), as they last wrote it there; where
+    that notebook has not run yet, its own ``%%writefile`` cell is written for it first, so a later lab that builds
+    on the piece runs on its own."""
+    folder = learner_folder(notebook[:2])
+    path = os.path.join(folder, f"{name}.py")
+    if not os.path.exists(path):
+        root = clone_root() or os.getcwd()
+        write_atomic(path, _written_by(notebook, os.path.join(root, "notebooks", f"{notebook}.ipynb"), name)
+                     .encode("utf-8"))
+    return load_learner_module(name)
 
 
 def load_learner_module(name: str) -> ModuleType:

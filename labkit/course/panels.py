@@ -67,7 +67,7 @@ class LoaderRun:
 
     settings: LoaderSettings
     images_per_s: Optional[float]  # None when refused
-    step_ms: Optional[float]
+    step_ms: Optional[float]  # ms per batch: the images of a batch ÷ images/s, as everywhere in the kit
     passes: int  # measured passes (epochs of the panel's subset), after one warm-up pass
     seconds: float  # wall time of the whole run, worker start-up included
     note: str = ""
@@ -114,7 +114,7 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
                              persistent_workers=s.persistent_workers,
                              hang_timeout=max(30.0, 4 * seconds) if s.num_workers else None)
     rates: List[float] = []
-    steps: List[float] = []
+    batch_images: List[float] = []  # images a batch, each pass (the last batch of a pass may be short)
     warmup = None
     try:
         with torch_threads(main_thread_budget(s.num_workers)):
@@ -124,7 +124,7 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
                     warmup = passed
                 else:
                     rates.append(passed.images_per_s)
-                    steps.append(passed.step_s)
+                    batch_images.append(passed.step_s * passed.images_per_s)
                 if watch.elapsed >= seconds:
                     break
     finally:
@@ -132,9 +132,10 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
         gc.collect()  # stop the workers now, not at some later collection
     note = ""
     if not rates:  # the time limit came before a second pass: report the warm-up, and say so
-        rates, steps = [warmup.images_per_s], [warmup.step_s]
+        rates, batch_images = [warmup.images_per_s], [warmup.step_s * warmup.images_per_s]
         note = "warm-up pass only (start-up included): raise seconds= for a steady-state figure"
-    return LoaderRun(s, float(np.median(rates)), 1000 * float(np.median(steps)), len(rates),
+    images_per_s = float(np.median(rates))
+    return LoaderRun(s, images_per_s, 1000 * float(np.mean(batch_images)) / images_per_s, len(rates),
                      watch.elapsed, note, tuple(rates))
 
 

@@ -95,8 +95,9 @@ class BottleneckReport:
         return ax
 
 
-def _share_memory_time(tensors: List[torch.Tensor], repeats: int) -> float:
-    """Moving a batch into shared memory: what a worker pays to hand a batch to the main process."""
+def share_memory_seconds(tensors: List[torch.Tensor], repeats: int) -> float:
+    """Moving a batch into shared memory (the median of ``repeats`` moves of fresh copies): what a worker pays to
+    hand a batch to the main process, and what the main process never pays without workers."""
     times = []
     for _ in range(repeats):
         copies = [t.clone() for t in tensors]
@@ -133,7 +134,7 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
               StageTime("transform", time_calls(lambda: [transform(img) for img in images], repeats).median
                         if transform else 0.0, True),
               StageTime("collate", time_calls(lambda: collate_fn(samples), repeats).median, True),
-              StageTime("worker→main copy", _share_memory_time(tensors, repeats), True)]
+              StageTime("worker→main copy", share_memory_seconds(tensors, repeats), True)]
     skipped: Dict[str, str] = {}
     device = torch.device(device) if device is not None else (
         torch.device("cuda") if torch.cuda.is_available() else None)

@@ -28,12 +28,20 @@ def spread_indices(count: int, samples: int) -> List[int]:
 
 @dataclass
 class Throughput:
-    """Images/s and step time of a loader: the median over ``runs`` measured passes."""
+    """What a loader delivers, from ``runs`` measured passes.
+
+    ``images_per_s`` is the median of the passes' rates; ``step_s`` is the one meaning of "step" everywhere in the
+    kit, seconds per batch: the images of a batch (their mean over the passes) ÷ ``images_per_s``.
+    ``median_gap_s`` is the median wait between two batches, a different figure: with workers ahead of the loop
+    most batches are waiting already and the gaps are short, while a few are long, so it reads well below
+    ``step_s``.
+    """
 
     images_per_s: float
     step_s: float
     runs_images_per_s: List[float] = field(default_factory=list)
     batches_per_run: int = 0
+    median_gap_s: float = 0.0
 
     def to_dict(self) -> Dict[str, Any]:
         return asdict(self)
@@ -73,8 +81,8 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
     """Time ``warmup_runs + runs`` consecutive passes of at most ``max_batches`` batches (default: an epoch).
 
     Warm-up passes absorb worker start-up and cold caches and are not counted; each measured
-    pass gives images/s, and every batch gives one step time: the wait for the batch plus
-    ``on_batch(batch)`` — a model step, or a memory sample — when one is given. Warm-up runs
+    pass gives images/s, and every batch one gap: the wait for the batch plus ``on_batch(batch)`` — a model
+    step, or a memory sample — when one is given (`Throughput` says what a step is). Warm-up runs
     stop after ``warmup_batches`` batches (default: as many as a measured run).
 
     Passes are cut from one continuing stream of epochs: restarting a DataLoader's iterator
@@ -95,8 +103,9 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
     if max_batches is None and hasattr(loader, "__len__"):
         max_batches = len(loader)  # type: ignore[arg-type]
     rates: List[float] = []
-    steps: List[float] = []
+    gaps: List[float] = []
     batches = 0
+    images_measured = batches_measured = 0
     stream = _stream(loader)
     measured = 0.0
     run = 0
@@ -108,11 +117,11 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
             images = 0
             batches = 0
             watch = Stopwatch()
-            run_steps: List[float] = []
+            run_gaps: List[float] = []
             for batch in stream if limit is not None else loader:  # no length, no limit: whole epochs
                 if on_batch is not None:
                     on_batch(batch)
-                run_steps.append(watch.lap())
+                run_gaps.append(watch.lap())
                 images += batch_length(batch)
                 batches += 1
                 if limit is not None and batches >= limit:
@@ -122,12 +131,15 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
                 raise LabkitValueError(_NO_BATCH)
             if run >= warmup_runs:
                 rates.append(images / elapsed)
-                steps.extend(run_steps)
+                gaps.extend(run_gaps)
                 measured += elapsed
+                images_measured, batches_measured = images_measured + images, batches_measured + batches
             run += 1
     finally:
         stream.close()
-    return Throughput(statistics.median(rates), statistics.median(steps), rates, batches)
+    images_per_s = statistics.median(rates)
+    return Throughput(images_per_s, images_measured / batches_measured / images_per_s, rates, batches,
+                      statistics.median(gaps))
 
 
 @dataclass

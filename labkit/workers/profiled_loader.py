@@ -96,7 +96,7 @@ class LoaderReport:
             ax.bar(steps, ms, bottom=bottom, label=label, color=color)
             bottom += ms
         ax.set_xlabel("step")
-        ax.set_ylabel("ms")
+        ax.set_ylabel("ms per step")
         ax.set_title(self.diagnosis.split(";")[0])
         ax.legend(loc="upper right")
         return ax

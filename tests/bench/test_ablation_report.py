@@ -38,6 +38,8 @@ def test_a_run_without_v1_has_no_speedups_and_is_left_out_of_the_plot():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["v1", "v2", "v6"]
     assert [text.get_text() for text in ax.get_legend().get_texts()] == [full.label]
     assert [round(p.get_height(), 3) for p in ax.patches] == [1.0, 1.8, 9.0]
+    assert ax.get_yscale() == "linear" and ax.get_ylim()[0] == 0  # throughput from 0, as the course's plots
+    assert [t.get_text() for t in ax.texts] == ["1.0", "1.8", "9.0"]  # each bar says its factor
 
 
 def test_a_file_that_is_not_an_ablation_report_is_named(tmp_path):

@@ -9,7 +9,8 @@ from torch.utils.data import default_collate
 
 from labkit.collate.batching import stack_uint8
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
-from labkit.diagnose.bottleneck import Timeline, advise, explain_bottleneck, find_slow_samples, record_timeline
+from labkit.diagnose.bottleneck import (Timeline, advise, explain_bottleneck, find_slow_samples, record_timeline,
+                                       share_memory_seconds)
 
 matplotlib.use("Agg")
 
@@ -120,3 +121,9 @@ def test_timeline_counts_a_worker_busy_only_while_the_loop_ran():
     assert timeline.span == 2.0
     assert timeline.busy_share(0) == 1.0 and timeline.busy_share(1) == 0.75
     assert "worker 1: 2 batches, busy 75% of the time" in str(timeline)
+
+
+def test_the_hand_over_into_shared_memory_is_timed_on_fresh_copies_and_leaves_the_batch_alone(fake_clock):
+    batch = [torch.zeros(4, 3, 8, 8, dtype=torch.uint8)]
+    seconds = share_memory_seconds(batch, repeats=3)
+    assert seconds == 0.0 and not batch[0].is_shared()  # the fake clock did not move; the caller's batch is not moved

@@ -108,3 +108,22 @@ def test_warm_up_takes_every_batch_the_workers_prefetched_before_the_first_measu
     seen = []
     measure_loader(loader, runs=1, warmup_runs=1, max_batches=2, on_batch=seen.append)
     assert len(seen) == 7 + 2  # warm-up: the 6 queued at start and one made after; then the measured pass
+
+
+def test_a_step_is_seconds_per_batch_and_the_median_gap_is_another_figure(fake_clock):
+    class AheadLoader:
+        """Four batches of 8 a pass: three were ready when asked for, the fourth takes 0.4 s (workers ahead)."""
+
+        def __len__(self):
+            return 4
+
+        def __iter__(self):
+            for k in range(4):
+                if k == 3:
+                    fake_clock.sleep(0.4)
+                yield torch.zeros(8, 1)
+
+    result = measure_loader(AheadLoader(), runs=2, warmup_runs=0)
+    assert result.images_per_s == pytest.approx(32 / 0.4)
+    assert result.step_s == pytest.approx(8 / result.images_per_s) == pytest.approx(0.1)  # batch ÷ images/s
+    assert result.median_gap_s == 0.0  # most batches were waiting: the gap alone would read as no time at all

@@ -205,3 +205,69 @@ def test_a_learner_module_is_written_to_the_learner_folder_never_into_notebooks(
         target = cell.source.lstrip().splitlines()[0].split(maxsplit=1)[1]
         assert target.startswith("{LAB}/"), f"%%writefile {target}: write into {{LAB}}/ (labkit's learner_folder)"
         ast.parse("\n".join(cell.source.lstrip().splitlines()[1:]))  # the module it writes is valid Python
+
+
+def _top_level_bindings(tree: ast.Module) -> Iterator[Tuple[str, int]]:
+    """(name, line) of every name a cell binds in the notebook's namespace: assignments, for targets, with targets,
+    functions and classes at the top level of the cell (a function's own locals are not the notebook's)."""
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            yield node.name, node.lineno
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            yield node.id, node.lineno
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue  # a comprehension's variable is its own
+        pending.extend(ast.iter_child_nodes(node))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_no_cell_rebinds_a_name_another_cell_imports(path):
+    """A learner re-runs cells out of order: a cell that rebinds an imported name (``count = ...`` over
+    ``labkit.core.wording.count``) breaks every cell that uses the import once it has run."""
+    cells = [(k, ast.parse(_code(cell))) for k, cell in _code_cells(_read(path))]
+    imported = {}
+    for k, tree in cells:
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    imported.setdefault(alias.asname or alias.name.split(".")[0], k)
+    rebound = [f"cell {k} line {line} rebinds {name}, imported in cell {imported[name]}"
+               for k, tree in cells for name, line in _top_level_bindings(tree) if name in imported]
+    assert not rebound, "\n".join(rebound)
+
+
+def _exercises(nb: nbformat.NotebookNode) -> List[Tuple[int, str]]:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and "## Exercises" in cell.source:
+            text = cell.source[cell.source.index("## Exercises"):]
+            return [(int(m.group(1)), m.group(2)) for m in
+                    re.finditer(r"(?ms)^(\d+)\. (.*?)(?=^\d+\. |\Z)", text)]
+    return []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_every_exercise_can_be_checked_or_says_what_a_good_answer_holds(path):
+    nb = _read(path)
+    checks = {int(m.group(1)) for _, cell in _code_cells(nb)
+              for m in re.finditer(r"^# Self-check, exercise (\d+)", cell.source, re.M)}
+    exercises = _exercises(nb)
+    assert exercises, "the notebook has no exercises"
+    for number, text in exercises:
+        if "Self-check below" in text:
+            assert number in checks, f"exercise {number} promises a self-check cell: '# Self-check, exercise {number}'"
+        else:
+            assert "good answer" in " ".join(text.lower().split()), (f"exercise {number}: give it a self-check cell, or say what a good "
+                                                    "answer contains")
+    assert checks <= {n for n, _ in exercises}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_a_solution_hides_its_outputs_too(path):
+    for k, cell in enumerate(_read(path).cells):
+        if cell.cell_type == "code" and cell.source.lstrip().lower().startswith("# solution"):
+            assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True, f"cell {k}: hide its outputs"
