@@ -31,6 +31,7 @@ def test_same_holds_only_when_the_whole_spread_stays_close():
     assert judge("x", [100, 101], [100, 102], expect="same").outcome == HELD
     assert judge("x", [100, 101], [130, 131], expect="same").outcome == NOT_HELD
     assert judge("x", [100, 101], [100, 120], expect="same").outcome == NOISE
+    assert judge("x", [100, 100.5], [94.5, 95], expect="same").outcome == NOT_HELD  # a steady 5 % loss is a change
 
 
 def test_times_are_inverted_so_less_time_is_better():
