@@ -67,10 +67,10 @@ def precision(choice: str, device: torch.device) -> Tuple[Optional[torch.dtype],
 
 
 def evaluate(model: nn.Module, loader: Any, device: torch.device, dtype: Optional[torch.dtype]) -> Tuple[int, int]:
-    """(correct, seen) on this rank's share of the validation set."""
+    """(correct, seen) on this rank's share of the validation set, under inference_mode as torchvision's evaluate."""
     model.eval()
     correct = seen = 0
-    with torch.no_grad(), autocast(device, dtype):
+    with torch.inference_mode(), autocast(device, dtype):
         for images, labels in DevicePrefetcher(loader, device):
             correct += int((model(images).argmax(1) == labels).sum())
             seen += len(labels)
@@ -132,6 +132,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
     loss_fn = nn.CrossEntropyLoss()
     while loader.epoch < args.epochs:
         epoch = loader.epoch
+        say(f"epoch {epoch}: {batches.batches_left} of its {len(batches)} batches to go", flush=True)
         for images, labels in batches:
             with autocast(device, dtype):
                 loss = loss_fn(net(images), labels)

@@ -27,6 +27,7 @@ from labkit.collate.batching import list_collate, stack_samples, stack_uint8
 from labkit.collate.mixing import MixUp, MixUpCollate, mix_batch
 from labkit.core.atomic import save_figure
 from labkit.core.environment import usable_cpus
+from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import HostBuffers
 from labkit.core.machine import os_name
@@ -49,7 +50,6 @@ from labkit.measure.result_files import write_result
 from labkit.measure.verdict import judge
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.workers.loader_factory import default_num_workers
 from labkit.workers.shared_slots import SlotLoader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
@@ -125,7 +125,7 @@ class NormalizeInWorker:
 @dataclass
 class AblationSettings:
     batch_size: int = SEED_BATCH
-    num_workers: Optional[int] = None  # None: default_num_workers (one CPU left for the model step with model=True)
+    num_workers: Optional[int] = None  # None: the CPU budget's (one CPU left for the model step with model=True)
     runs: int = 3
     steps: int = 20  # batches per measured run (at most one epoch)
     min_seconds: float = 3.0  # a fast version is measured over more runs until they add up to this long
@@ -138,8 +138,9 @@ class AblationSettings:
         return torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
 
     def resolved_num_workers(self) -> int:
-        """``num_workers``, else `default_num_workers`: every CPU measuring a loader alone, one left for a model."""
-        return default_num_workers(main_process_steps=self.model) if self.num_workers is None else self.num_workers
+        """``num_workers``, else `labkit.core.cpus`'s: the rank's CPUs measuring a loader alone, one left for a
+        model."""
+        return cpu_budget(main_process_steps=self.model).workers_per_rank if self.num_workers is None else self.num_workers
 
 
 @dataclass

@@ -61,12 +61,6 @@ def usable_cpus() -> int:
     return len(usable_cpu_ids())
 
 
-def decode_thread_budget(processes: int) -> int:
-    """How many decoding threads each of ``processes`` loader processes may run (``0``: the main process
-    alone), so that threads x processes never exceed the usable CPUs."""
-    return max(1, usable_cpus() // max(1, processes))
-
-
 def clone_root() -> Optional[str]:
     """The top of the source checkout labkit runs from (the folder holding its pyproject.toml), or None for
     an installed labkit."""

@@ -14,18 +14,24 @@ fix, but measured here it fragmented the heap: RSS grew to 6 GB and steps slowed
 
 from __future__ import annotations
 
-import math
 import sys
-from typing import List, Optional, Sequence
+from typing import Any, ContextManager, List, Optional, Sequence
 
 import torch
 from torch.utils.data import get_worker_info
 
 from labkit.core.errors import LabkitValueError
-from labkit.core.torch_internals import storage_use_count
+from labkit.core.torch_internals import new_shared_tensor, storage_use_count
 
 _POOL_REFS = 4  # the pool's list, the caller's loop variable, this function's argument, getrefcount's
 _STORAGE_REFS = 2  # the tensor itself, the temporary storage object asked about it
+
+
+def writable_tensors() -> ContextManager[Any]:
+    """A block whose new tensors are normal ones even under ``torch.inference_mode()``: a buffer that threads,
+    workers or later batches write in place must not be an inference tensor (written outside inference mode,
+    it raises "Inplace update to inference tensor outside InferenceMode")."""
+    return torch.inference_mode(False)
 
 
 def storage_refs(tensor: torch.Tensor) -> Optional[int]:
@@ -67,7 +73,8 @@ class HostBuffers:
                 self.reused += 1
                 return buffer
         self.allocated += 1
-        fresh = torch.empty(shape, dtype=dtype)
+        with writable_tensors():  # kept for later batches, which may come outside inference mode
+            fresh = torch.empty(shape, dtype=dtype)
         if len(self._buffers) < self.keep:
             self._buffers.append(fresh)
         return fresh
@@ -79,9 +86,9 @@ class HostBuffers:
 
 def batch_buffer(shape: Sequence[int], dtype: torch.dtype = torch.uint8) -> torch.Tensor:
     """An uninitialised tensor for a whole batch; inside a DataLoader worker it lives in shared
-    memory (as default_collate's output does), so it reaches the main process without a copy."""
-    if get_worker_info() is None:
-        return torch.empty(tuple(shape), dtype=dtype)
-    empty = torch.empty(0, dtype=dtype)
-    storage = empty._typed_storage()._new_shared(math.prod(shape), device=empty.device)
-    return empty.new(storage).resize_(tuple(shape))
+    memory (as default_collate's output does), so it reaches the main process without a copy.
+    Never an inference tensor (`writable_tensors`): decode threads fill it outside the caller's mode."""
+    with writable_tensors():
+        if get_worker_info() is None:
+            return torch.empty(tuple(shape), dtype=dtype)
+        return new_shared_tensor(tuple(shape), dtype)

@@ -18,6 +18,7 @@ Each helper degrades to "not known" (None, an empty list) where a torch release 
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 from typing import Any, List, Optional
@@ -25,6 +26,14 @@ from typing import Any, List, Optional
 import torch
 
 _STORAGE_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
+
+
+def new_shared_tensor(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised CPU tensor in a fresh shared-memory segment, as default_collate makes one in a worker
+    (``share_memory_()`` would allocate it first in private memory and copy)."""
+    empty = torch.empty(0, dtype=dtype)
+    storage = empty._typed_storage()._new_shared(math.prod(shape), device=empty.device)
+    return empty.new(storage).resize_(shape)
 
 
 def storage_use_count(tensor: torch.Tensor) -> Optional[int]:

@@ -19,9 +19,9 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from labkit.core.environment import usable_cpus
 from labkit.core.wording import count
-from labkit.distributed.ranks import close_process_group, init_from_env, worker_budget
+from labkit.core.cpus import cpu_budget
+from labkit.distributed.ranks import close_process_group, init_from_env
 from labkit.samplers.block_shuffle import DistributedBlockSampler
 
 
@@ -53,7 +53,7 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: Option
     info = init_from_env(timeout=datetime.timedelta(seconds=timeout_s))
     dataset = IndexedImages(n)
     sampler = DistributedBlockSampler(n, info.world_size, info.rank, seed=0, block_size=32, window=2)
-    budget = worker_budget(usable_cpus(), info.local_world_size)
+    budget = cpu_budget(ranks=info.local_world_size)
     num_workers = budget.workers_per_rank if num_workers is None else num_workers
     loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
     model = small_cnn(dataset.classes).to(info.device)

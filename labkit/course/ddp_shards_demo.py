@@ -29,10 +29,10 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader
 
-from labkit.core.environment import usable_cpus
 from labkit.core.timing import Stopwatch
 from labkit.datasets.iterable import ShardedIterableDataset
-from labkit.distributed.ranks import close_process_group, file_crc32, init_from_env, stage_to_local, worker_budget
+from labkit.core.cpus import cpu_budget
+from labkit.distributed.ranks import close_process_group, file_crc32, init_from_env, stage_to_local
 from labkit.storage.shards import pack_records
 
 
@@ -75,7 +75,7 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
         for name, src, dst in checks:
             say(f"  {name}: CRC32 shared {src:08x}, local {dst:08x} {'(same)' if src == dst else '(DIFFERENT)'}")
 
-    workers = worker_budget(usable_cpus(), info.local_world_size).workers_per_rank if workers is None else workers
+    workers = cpu_budget(ranks=info.local_world_size).workers_per_rank if workers is None else workers
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(nn.Linear(4, 2))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

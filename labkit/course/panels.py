@@ -38,7 +38,8 @@ from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
 from labkit.measure.loader_timing import measure_loader, spread_indices
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.order_scores import OrderScores, score_order
-from labkit.workers.loader_factory import default_num_workers, make_loader
+from labkit.core.cpus import cpu_budget
+from labkit.workers.loader_factory import make_loader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
 STORAGES = (FOLDER, PACK, DECODED_PACK)  # what a CPU loader reads; an encoded pack is for the GPU
@@ -205,7 +206,7 @@ class LoaderPanel:
         self.size = DecodedArrayDataset(workspace.decoded_pack).size[-1]
         self.history: List[LoaderRun] = []
         self.x_knob = "num_workers"
-        s = settings or LoaderSettings(num_workers=default_num_workers())
+        s = settings or LoaderSettings(num_workers=cpu_budget().workers_per_rank)
         top = max_workers if max_workers is not None else 2 * usable_cpus()
         style = {"description_width": "initial"}
         self.controls: Dict[str, w.ValueWidget] = {

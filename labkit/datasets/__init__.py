@@ -14,7 +14,7 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "ImageFolderDataset": "map_style",
     "ImageFilesDataset": "map_style",
     "RecordDataset": "engines",
-    "EpochSubset": "subset",
+    "EpochScoped": "epoch_scoped",
     "decode_stream": "engines",
     "PackBackedDataset": "map_style",
     "PackedDataset": "map_style",

@@ -7,9 +7,9 @@ process without a copy — by a small pool of threads of the process doing the f
 the GIL (`labkit.decode.registry`), so the threads decode in parallel; `labkit.collate.batching.stack_uint8`
 sees rows of one tensor and passes it on without stacking a copy.
 
-Threads x processes stay within the usable CPUs (`labkit.core.environment.decode_thread_budget`): with two
-workers on two cores each worker decodes on its own thread; with no workers (or a `ThreadLoader`) the main
-process gets every core. A sample that fails is fetched again on its own through the dataset's per-sample
+Threads x processes stay within the rank's CPUs (`labkit.core.cpus`): with two workers on two cores
+each worker decodes on its own thread; with no workers (or a `ThreadLoader`) the main process gets the rank's
+share. A sample that fails is fetched again on its own through the dataset's per-sample
 path, so it is named in a `SampleError`, or substituted and recorded under ``on_error="skip"``, exactly as
 without the batch path.
 """
@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
-from labkit.core.environment import decode_thread_budget
+from labkit.core.cpus import cpu_budget
 from labkit.core.epoch_index import epoch_of
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import batch_buffer
@@ -38,7 +38,7 @@ def threads_here(asked: Optional[int]) -> int:
             raise LabkitValueError(f"decode_threads={asked}: at least 1 (one thread decodes the batch in turn)")
         return asked
     info = get_worker_info()
-    return decode_thread_budget(info.num_workers if info is not None else 0)
+    return cpu_budget().decode_threads(info.num_workers if info is not None else 0)
 
 
 class BatchDecoder:
@@ -85,10 +85,11 @@ class BatchDecoder:
                                    f"{shape}")
         batch = batch_buffer(shape) if out is None else out
         failed: List[int] = []
+        epochs = [epoch_of(i, default_epoch) for i in indices]  # here: the epoch scope is this thread's
 
         def work(k: int) -> None:
             try:
-                batch[k].copy_(load(checked[k], epoch_of(indices[k], default_epoch)))
+                batch[k].copy_(load(checked[k], epochs[k]))
             except failures:
                 failed.append(k)
         self._map(work, [int(k) for k in order])

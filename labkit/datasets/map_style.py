@@ -15,9 +15,10 @@ What they guarantee beyond ``torchvision.datasets.ImageFolder``:
 * Images come out as uint8; float conversion and normalisation belong on the device.
 * ``crop=RandomResizedCrop(224)`` (`labkit.decode.random_crop`) gives the training pipeline: each
   sample's random-resized crop and flip drawn from (seed, epoch, index) and taken inside the decode
-  (``pil-reduced``), or from the stored array (`DecodedArrayDataset`). The epoch comes with the index
-  where the sampler is wrapped in `labkit.samplers.epoch_tagged.EpochTagged` (persistent workers
-  included), else from `LabeledImageDataset.set_epoch` (which reaches workers only as they start).
+  (``pil-reduced``), or from the stored array (`DecodedArrayDataset`). The epoch is the one the batch was
+  drawn for, from the fetch's `labkit.core.epoch_index.epoch_scope` (`make_loader` opens it in every worker,
+  persistent ones included), else from `LabeledImageDataset.set_epoch` (which reaches workers only as they
+  start).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class LabeledImageDataset(Dataset):
         self.transform = transform
         self.on_error = on_error
         self.crop = crop
-        self.epoch = 0  # the epoch of a plain index (one from a sampler not wrapped in EpochTagged)
+        self.epoch = 0  # the epoch of an index fetched outside any epoch scope
         self._skips = SharedLog("labkit-skips-") if on_error == "skip" else None
         self._known_broken: Dict[int, str] = {}  # this process's: index -> error, never decoded again here
         self._batches = BatchDecoder(decode_threads)
@@ -169,9 +170,9 @@ class LabeledImageDataset(Dataset):
         raise LabkitTypeError(f"{type(self).__name__} does not decode, so it cannot crop: crop on the device")
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch whose crops plain indices draw. Workers see it only when they start (persistent
-        workers never again): `labkit.workers.loader_factory.make_loader` hands every worker the epoch with each
-        index instead (`labkit.samplers.epoch_tagged.EpochTagged`)."""
+        """The epoch whose crops indices fetched outside an epoch scope draw. Workers see it only when they start
+        (persistent workers never again): `labkit.workers.loader_factory.make_loader` hands every worker the
+        epoch with each batch instead (`labkit.datasets.epoch_scoped`)."""
         self.epoch = int(epoch)
 
     def _load(self, index: int, epoch: int = 0) -> torch.Tensor:
@@ -246,7 +247,7 @@ class LabeledImageDataset(Dataset):
         if not (self.fills_batches and self.transform is None and self.size is not None and checked):
             out: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
             for k in order:
-                out[k] = self[indices[k]]  # as it came: an EpochIndex keeps its epoch
+                out[k] = self[indices[k]]  # as it came, in this thread's epoch scope
             return out
         batch, failed = self._batches.fill(indices, checked, order, (3, *self.size), self._load, self.epoch,
                                            _LOAD_ERRORS, out)

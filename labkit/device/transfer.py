@@ -18,6 +18,7 @@ import torch
 from labkit.collate.mixing import MixUp
 from labkit.core.errors import LabkitTypeError
 from labkit.core.host_buffers import HostBuffers
+from labkit.core.pass_through import PassThrough
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -90,24 +91,33 @@ def _record_stream(value: Any, stream: "torch.cuda.Stream") -> None:
             _record_stream(v, stream)
 
 
-class DevicePrefetcher:
+class DevicePrefetcher(PassThrough):
     """Wraps a loader of ``(uint8 images, labels)`` batches; yields device batches, one step ahead.
 
+    ``transform`` is any ``images -> images`` run on the device on the uint8 batch (B×3×H×W) before the
+    conversion: torchvision's v2 transforms that take uint8 batches (``v2.RandAugment()``, ``v2.AutoAugment()``,
+    ``v2.ColorJitter(...)``, in a ``v2.Compose``; each draws once per call, so once per batch).
     ``normalize=(mean, std)`` (ImageNet's by default; ``None`` to keep uint8) converts on the
-    device; ``mix`` is any ``(images, labels) -> (images, labels)`` applied there after, e.g.
+    device; ``mix`` is any ``(images, labels) -> (images, labels)`` applied there after, on the float batch:
     ``labkit.collate.mixing.MixUp(num_classes=10)``, which is folded into the normalisation pass
-    (`normalize_mix_uint8`) rather than run after it (a subclass of it is called as given).
+    (`normalize_mix_uint8`) rather than run after it (a subclass of it is called as given), or torchvision's
+    ``v2.MixUp`` / ``v2.CutMix`` (which refuse uint8 batches). Attributes it lacks are the loader's
+    (``.dataset``, ``.batch_size``, ``.batches_left``...), as torchvision's ``evaluate`` reads them.
     On a CPU the float batches are written into reused `HostBuffers` (``buffers``), so each
     step does not pay 12,800 page faults for a fresh 50 MiB tensor; a batch you keep is never
     overwritten. `state_dict` is the loader's (and the mix's) as of the batch last handed out, so a
     checkpoint saves the prefetcher's state, not the loader's, which is a batch ahead on CUDA.
     """
 
+    wraps = "loader"
+
     def __init__(self, loader: Iterable, device: Union[str, torch.device, None] = None,
                  normalize: Optional[Tuple[Sequence[float], Sequence[float]]] = (IMAGENET_MEAN, IMAGENET_STD),
                  mix: Optional[Mix] = None, channels_last: bool = False,
-                 buffers: Optional[HostBuffers] = None) -> None:
+                 buffers: Optional[HostBuffers] = None,
+                 transform: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> None:
         self.loader = loader
+        self.transform = transform
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         self.normalize, self.mix, self.channels_last = normalize, mix, channels_last
         self.buffers = buffers if buffers is not None else HostBuffers()
@@ -123,6 +133,8 @@ class DevicePrefetcher:
         if not isinstance(batch, (list, tuple)) or not isinstance(batch[0], torch.Tensor):
             return batch
         images, rest = batch[0], list(batch[1:])
+        if self.transform is not None:
+            images = self.transform(images)
         mix = self.mix
         if self.normalize is not None and not images.is_floating_point():
             out = self.buffers.empty(images.shape, torch.float32, images.device)

@@ -28,7 +28,7 @@ from torch.utils.data import DataLoader, RandomSampler
 
 from labkit.collate.batching import stack_uint8
 from labkit.collate.mixing import MixUp
-from labkit.core.environment import usable_cpus
+from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitRuntimeError
 from labkit.core.machine import memory_facts
 from labkit.core.machine import describe_machine, machine_info
@@ -206,7 +206,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
     trial's few milliseconds do not let one hiccup of the machine pick the winner.
     """
     budget = budget or default_budget()
-    cpus = usable_cpus()
+    cpus = cpu_budget().share  # this rank's CPUs: under torchrun the node's are shared by its ranks
     max_workers = max_workers or max(2, cpus)
     names = list(decoders or DECODERS) + ([NO_DECODE] if decoded_pack else [])
     classes = len(PackedDataset(pack).classes)

@@ -19,6 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from labkit.collate.batching import stack_uint8
 from labkit.core.environment import usable_cpus
+from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitTypeError
 from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
@@ -27,7 +28,6 @@ from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset
 from labkit.decode.backends import MAX_PIXELS
 from labkit.measure.decoder_speed import time_decoders
-from labkit.workers.loader_factory import default_num_workers
 
 _CLEARLY_FASTER = 0.9  # a decoder is advised only if it took under 90 % of the time: closer is within timing noise
 _OVERLAP_COPY = ("overlap the copy with compute: labkit.device.transfer.DevicePrefetcher copies the next pinned batch on a "
@@ -119,7 +119,7 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
     if not (hasattr(dataset, "read_raw") and hasattr(dataset, "decode_raw")):
         raise LabkitTypeError(f"{type(dataset).__name__} has no read_raw/decode_raw; use a labkit dataset, or "
                         "time it as a whole with find_slow_samples")
-    workers = default_num_workers(main_process_steps=False) if num_workers is None else num_workers
+    workers = cpu_budget(main_process_steps=False).workers_per_rank if num_workers is None else num_workers
     rng = np.random.default_rng(seed)
     indices = rng.choice(len(dataset), size=min(batch_size, len(dataset)), replace=False).tolist()
     raw = [dataset.read_raw(i) for i in indices]

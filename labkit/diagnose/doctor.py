@@ -16,10 +16,11 @@ from typing import List, Optional, Sequence, Tuple
 
 import torch
 
-from labkit.core.environment import decode_thread_budget, usable_cpus
+from labkit.core.cpus import cpu_budget
+from labkit.core.environment import usable_cpus
 from labkit.core.machine import MemoryFacts, memory_facts, os_name
 from labkit.core.wording import count, first
-from labkit.workers.thread_budget import main_thread_budget, threads_per_worker
+from labkit.workers.thread_budget import threads_per_worker
 
 GIB = 2**30
 
@@ -124,8 +125,8 @@ def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
     text = (f"{count(plan.ranks_per_node, 'rank')} × ({count(plan.num_workers, 'worker')} + 1 main) = "
             f"{processes} busy "
             f"processes on {count(cpus, 'CPU')}")
-    per_rank = max(1, cpus // plan.ranks_per_node - 1)
-    fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process)"
+    per_rank = cpu_budget(ranks=plan.ranks_per_node, cpus=cpus).workers_per_rank
+    fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process: labkit.core.cpus.cpu_budget)"
     if processes > 2 * cpus:
         return Finding("fail", "CPUs", text + ": they will fight for cores (seed 4.4: 8 GPUs × 8 workers)", fix)
     if processes > cpus + plan.ranks_per_node:
@@ -147,21 +148,23 @@ def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
 
 
 def check_decode_threads(plan: LoaderPlan, cpus: int) -> Finding:
-    processes = max(1, plan.num_workers)
-    threads = plan.decode_threads or decode_thread_budget(plan.num_workers)
+    budget = cpu_budget(ranks=plan.ranks_per_node, cpus=cpus)
+    processes = plan.ranks_per_node * max(1, plan.num_workers)
+    threads = plan.decode_threads or budget.decode_threads(plan.num_workers)
     where = f"{count(plan.num_workers, 'worker')}" if plan.num_workers else "the main process (no workers)"
-    text = (f"{threads} decoding {'thread' if threads == 1 else 'threads'} in each of {where}: "
+    ranks = f" of each of {count(plan.ranks_per_node, 'rank')}" if plan.ranks_per_node > 1 else ""
+    text = (f"{threads} decoding {'thread' if threads == 1 else 'threads'} in each of {where}{ranks}: "
             f"{threads * processes} on {count(cpus, 'CPU')}")
     if threads * processes > cpus:
         return Finding("warn", "decode threads", text + ": more than the cores, so they take turns",
-                       f"decode_threads={max(1, cpus // processes)} (or None: labkit.core.environment."
-                       "decode_thread_budget shares the cores)")
+                       f"decode_threads={budget.decode_threads(plan.num_workers)} (or None: labkit.core.cpus.cpu_budget "
+                       "shares the rank's CPUs)")
     return Finding("ok", "decode threads", text)
 
 
 def check_main_threads(plan: LoaderPlan, cpus: int) -> Finding:
     threads = torch.get_num_threads() if plan.main_threads is None else plan.main_threads
-    budget = main_thread_budget(plan.num_workers, cpus)
+    budget = cpu_budget(ranks=plan.ranks_per_node, cpus=cpus).main_threads(plan.num_workers)
     text = f"the main process runs {threads} torch threads beside {plan.num_workers} busy workers on {cpus} CPUs"
     if plan.num_workers and threads > budget:
         return Finding("warn", "main-process threads", text + ": OpenMP threads spin while they wait and take the "

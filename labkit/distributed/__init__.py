@@ -12,8 +12,6 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "DistInfo": "ranks",
     "init_from_env": "ranks",
     "close_process_group": "ranks",
-    "WorkerBudget": "ranks",
-    "worker_budget": "ranks",
     "stage_to_local": "ranks",
     "file_crc32": "ranks",
     "CheckpointError": "checkpoint",

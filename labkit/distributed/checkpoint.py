@@ -24,7 +24,8 @@ import os
 import re
 import struct
 import zlib
-from typing import Any, Dict, Mapping
+from collections import OrderedDict
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 import torch
 
@@ -40,14 +41,58 @@ class CheckpointError(LabkitError, RuntimeError):
     """A checkpoint file cannot be used; the message names the file, what is wrong and what to do."""
 
 
+_PLAIN = (torch.Tensor, int, float, bool, complex, str, bytes, type(None), torch.dtype, torch.device, torch.Size)
+
+
+def _loads_back(value: Any) -> bool:
+    """Whether ``torch.load(weights_only=True)`` rebuilds ``value`` (its own rules, safe globals included)."""
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    buffer.seek(0)
+    try:
+        torch.load(buffer, weights_only=True)
+    except Exception:  # UnpicklingError or RuntimeError, depending on where torch.load stopped
+        return False
+    return True
+
+
+def _unloadable(value: Any, where: str) -> Optional[Tuple[str, Any]]:
+    """The first value inside ``value`` that `load_checkpoint` would refuse, and where it is; None if none."""
+    if isinstance(value, _PLAIN):
+        return None
+    if isinstance(value, (dict, list, tuple)) and type(value) in (dict, list, tuple, OrderedDict):
+        items = value.items() if isinstance(value, dict) else enumerate(value)
+        for key, item in items:
+            found = _unloadable(item, f"{where}[{key!r}]")
+            if found is not None:
+                return found
+        return None
+    return None if _loads_back(value) else (where, value)
+
+
+def _refuse_unloadable(state: Mapping[str, Any], path: str) -> None:
+    found = _unloadable(dict(state), "state")
+    if found is None:
+        return
+    where, value = found
+    kind = f"{type(value).__module__}.{type(value).__qualname__}"
+    hint = (" (argparse's: save vars(args) instead)" if kind == "argparse.Namespace" else
+            " (numpy's: save .tolist(), .item() or torch.from_numpy(...) instead)" if kind.startswith("numpy") else "")
+    raise CheckpointError(f"{path}: not saved: {where} is of type {kind}{hint}, which load_checkpoint would refuse at "
+                          "resume (it builds only tensors, numbers, strings, lists, tuples and dicts, so no code in "
+                          "the file ever runs); save plain values or state_dict()s there")
+
+
 def save_checkpoint(state: Mapping[str, Any], path: PathLike) -> None:
     """Write ``state`` to ``path`` atomically: after a crash at any point, ``path`` holds the previous
     checkpoint or this one, whole. One process should write a given path (rank 0, say); temporary
     files of writers that died are removed first. A checkpoint that does not fit beside the previous one is
     refused before anything is written (`DiskFullError`, both sizes named), and a disk that fills while it is
     written leaves the previous checkpoint as it was. ``state`` should hold only tensors, numbers, strings,
-    lists, tuples and dicts (model and optimizer ``state_dict()``s do): anything else will not load."""
+    lists, tuples and dicts (model and optimizer ``state_dict()``s do): anything else would not load, so it is
+    refused here, naming its key, not at the resume hours later."""
     path = os.fspath(path)
+    _refuse_unloadable(state, path)
     buffer = io.BytesIO()
     torch.save(dict(state), buffer)
     payload = buffer.getbuffer()

@@ -1,4 +1,5 @@
-"""Distributed loading on torch.distributed (seed section 4.4): set-up, local staging, worker budget.
+"""Distributed loading on torch.distributed (seed section 4.4): set-up and local staging (the workers per rank
+are `labkit.core.cpus`'s).
 
 No cluster code of our own: process groups come from ``torchrun``'s environment, splitting
 comes from `labkit.samplers.block_shuffle.DistributedBlockSampler`, and the checks use collectives.
@@ -70,28 +71,6 @@ def close_process_group() -> None:
     gc.collect()
     dist.barrier()
     dist.destroy_process_group()
-
-
-@dataclass(frozen=True)
-class WorkerBudget:
-    workers_per_rank: int
-    reasoning: str
-
-
-def worker_budget(cores_per_node: int, ranks_per_node: int, max_workers: int = 8) -> WorkerBudget:
-    """DataLoader workers per rank so that ranks × (workers + main process) fits the node's cores."""
-    if cores_per_node < 1 or ranks_per_node < 1:
-        raise LabkitValueError("cores_per_node and ranks_per_node must be >= 1")
-    workers = max(1, min(max_workers, cores_per_node // ranks_per_node - 1))
-    naive = ranks_per_node * (max_workers + 1)
-    busy = ranks_per_node * (workers + 1)
-    reasoning = (f"{count(ranks_per_node, 'rank')} x ({count(max_workers, 'worker')} + 1 main process) = {naive} busy "
-                 f"processes on {count(cores_per_node, 'core')} would be {naive / cores_per_node:.2f}x the cores (the "
-                 f"seed's 8 GPUs x 8 workers trap). Each rank gets {cores_per_node} / {ranks_per_node} = "
-                 f"{count(cores_per_node / ranks_per_node, 'core')}, less one for its main process: "
-                 f"{count(workers, 'worker')} per rank, {busy} busy processes in all ({busy / cores_per_node:.2f}x the "
-                 "cores).")
-    return WorkerBudget(workers, reasoning)
 
 
 def _crc32(path: str) -> int:

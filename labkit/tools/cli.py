@@ -9,6 +9,7 @@ be written), 1 for a full disk or a damaged pack, 130 for Ctrl-C, with the tempo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from typing import Any, List, Optional, Tuple
@@ -65,7 +66,15 @@ def _cmd_data(args: argparse.Namespace) -> int:
     spec = PhotoSpec(n=n, classes=args.classes, width=width, height=height, seed=args.seed,
                      quality=args.quality, grayscale=args.grayscale, cmyk=args.cmyk, png=args.png,
                      large=args.large, corrupt=args.corrupt)
+    if args.val and args.val < args.classes:  # before any image is made
+        raise LabkitError(f"--val {args.val} with {args.classes} classes: a validation set needs an image of every "
+                          f"class, or its class folders (and so its labels) differ from the training set's; pass "
+                          f"--val {args.classes} or more")
     print(make_photos(args.out, spec, workers=args.workers, progress=not args.no_progress))
+    if args.val:
+        held_out = dataclasses.replace(spec, n=args.val, seed=spec.seed + 1, corrupt=0.0)
+        print(make_photos(args.out.rstrip(os.sep) + "-val", held_out, workers=args.workers,
+                          progress=not args.no_progress))
     return 0
 
 
@@ -155,7 +164,10 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from labkit.decode.registry import decoder_table
     from labkit.diagnose.doctor import LoaderPlan, diagnose, format_findings
 
-    plan = LoaderPlan(num_workers=args.workers if args.workers is not None else 4, prefetch_factor=args.prefetch,
+    from labkit.core.cpus import cpu_budget
+
+    workers = args.workers if args.workers is not None else cpu_budget(ranks=args.ranks_per_node).workers_per_rank
+    plan = LoaderPlan(num_workers=workers, prefetch_factor=args.prefetch,
                       batch_size=args.batch, image=args.image, bytes_per_value=4 if args.float32 else 1,
                       ranks_per_node=args.ranks_per_node, pin_memory=args.pin_memory,
                       decode_threads=args.decode_threads)
@@ -186,6 +198,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=None, help="number of images (default 2000, 256 in quick mode; the seed "
                    "used 20000)")
     p.add_argument("--classes", type=int, default=10)
+    p.add_argument("--val", type=int, default=0, metavar="N",
+                   help="also make a validation set of N other images of the same classes (seed + 1's) in OUT-val, "
+                        "e.g. data/photos-val beside data/photos")
     p.add_argument("--size", type=_size, default=None, help="WIDTHxHEIGHT (default 800x600; 320x240 for clips)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
@@ -243,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_autotune)
 
     p = sub.add_parser("doctor", help="check a loader configuration against this machine (/dev/shm, CPUs, threads)")
-    p.add_argument("--workers", type=int, default=None, help="num_workers per rank (default 4)")
+    p.add_argument("--workers", type=int, default=None, help="num_workers per rank (default: make_loader's, this node's CPUs shared by --ranks-per-node)")
     p.add_argument("--prefetch", type=int, default=2, help="prefetch_factor (default 2)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image", type=_image_shape, default=(3, 256, 256), help="CxHxW of one sample (default 3x256x256)")

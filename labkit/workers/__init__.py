@@ -10,7 +10,6 @@ from labkit.core.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "make_loader": "loader_factory",
-    "default_num_workers": "loader_factory",
     "StatefulLoader": "stateful_loader",
     "LoaderReport": "profiled_loader",
     "ProfiledLoader": "profiled_loader",

@@ -12,16 +12,18 @@ run is ``loader.load_state_dict(checkpoint["loader"])``.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Iterable, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 import torch
-from torch.utils.data import DataLoader, Dataset, IterableDataset, Sampler, Subset
+from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler, Subset
 
 from labkit.collate.batching import stack_uint8
-from labkit.core.environment import profile_enabled, usable_cpus
+from labkit.core.cpus import cpu_budget
+from labkit.core.environment import profile_enabled
 from labkit.core.errors import LabkitValueError, LabkitWarning
+from labkit.core.wording import count
+from labkit.datasets.epoch_scoped import EpochScoped
 from labkit.datasets.map_style import LabeledImageDataset
-from labkit.datasets.subset import EpochSubset
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.every_sample import InOrderSampler, RandomPermutationSampler
 from labkit.samplers.resumable import ResumableSampler
@@ -34,15 +36,10 @@ from labkit.workers.worker_init import WorkerInitChain
 
 DEFAULT_BATCH_SIZE = 64
 
-
-MAX_DEFAULT_WORKERS = 8  # past this, more workers mostly add memory and start-up time
-
-
-def default_num_workers(main_process_steps: bool = True) -> int:
-    """The worker count labkit starts from where none is given: every usable CPU but the one the main process's
-    own step needs (the model, the device stage), at least 1, at most 8; ``main_process_steps=False`` (a loader
-    measured with nothing else to do) gives every usable CPU, at most 8."""
-    return max(1, min(MAX_DEFAULT_WORKERS, usable_cpus() - (1 if main_process_steps else 0)))
+#: What a DataLoader tells its trainers about itself; a `make_loader` loader tells the same (`StatefulLoader`).
+TORCH_ATTRIBUTES = ("dataset", "batch_size", "sampler", "batch_sampler", "drop_last", "num_workers", "collate_fn",
+                    "pin_memory", "prefetch_factor", "persistent_workers", "timeout", "worker_init_fn",
+                    "multiprocessing_context", "generator")
 
 
 def _order(dataset: Dataset, shuffle: Optional[bool], sampler: Optional[Sampler], batch_sampler: Optional[Sampler],
@@ -70,6 +67,18 @@ def _order(dataset: Dataset, shuffle: Optional[bool], sampler: Optional[Sampler]
     return RandomPermutationSampler(dataset, seed=chosen), drawn  # type: ignore[arg-type]
 
 
+def _warn_past_share(workers: int) -> None:
+    budget = cpu_budget()
+    if workers <= budget.share:
+        return
+    where = (f"where {count(budget.ranks, 'rank')} ({budget.source}) share {count(budget.cpus, 'usable CPU')}, "
+             f"{budget.share} each" if budget.ranks > 1 else f"on {count(budget.cpus, 'usable CPU')}")
+    warnings.warn(f"num_workers={workers} {where}: the workers share the cores, and each holds its own batches in "
+                  f"memory; more workers than CPUs rarely reads faster. Leave num_workers out for "
+                  f"{budget.workers_per_rank} (labkit.core.cpus.cpu_budget), or run `labkit autotune` to measure "
+                  "the count", LabkitWarning, stacklevel=3)
+
+
 def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE, shuffle: Optional[bool] = None,
                 sampler: Optional[Sampler] = None, batch_sampler: Optional[Sampler] = None,
                 num_workers: Optional[int] = None, collate_fn: Optional[Callable] = None,
@@ -79,37 +88,43 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
                 **kwargs: Any) -> StatefulLoader:
     """A DataLoader over ``dataset`` that keeps its own place (`StatefulLoader`); every argument left as
     ``None`` gets labkit's default, and the rest mean what they mean to ``torch.utils.data.DataLoader``.
+    The dataset receives what torch's DataLoader would give it (plain ``int`` indices, a plain ``list`` to
+    ``__getitems__``), and the loader's attributes (``loader.dataset``, ``.batch_size``, ``.sampler``...) are
+    those a DataLoader given the same arguments would have.
 
     Defaults: the order is a fresh random permutation each epoch (``shuffle=False``: in order), seeded by
     ``seed`` or, without one, by a draw from ``generator`` (torch's default one if none is given, so
-    ``torch.manual_seed`` makes it repeatable), and resumable either way; ``num_workers`` = `default_num_workers`; ``collate_fn`` =
+    ``torch.manual_seed`` makes it repeatable), and resumable either way; ``num_workers``: the rank's share of the
+    CPUs less one (`labkit.core.cpus`, which knows torchrun's ranks); ``collate_fn`` =
     `stack_uint8` for labkit image datasets; ``pin_memory`` where CUDA exists; ``persistent_workers``
-    when there are workers; one native thread per worker. Whatever the sampler, it is wrapped in
-    `EpochTagged`, so the epoch reaches every worker with each index.
+    when there are workers; one native thread per worker. Whatever the sampler, its batches are tagged with
+    their epoch (`EpochTagged`) and fetched in that epoch's scope (`labkit.datasets.epoch_scoped`), so labkit's
+    crops draw per (seed, epoch, index) in every worker, persistent ones included.
     """
-    if isinstance(dataset, Subset):  # random_split's too: keep each index's epoch on its way to the dataset
-        dataset = EpochSubset(dataset)
-    workers = default_num_workers() if num_workers is None else num_workers
-    if workers > usable_cpus():
-        warnings.warn(f"num_workers={workers} on {usable_cpus()} usable CPUs: the workers share the cores, and each "
-                      "holds its own batches in memory; more workers than cores rarely reads faster (run "
-                      "`labkit doctor` or `labkit autotune` to measure the count)", LabkitWarning, stacklevel=2)
+    workers = cpu_budget().workers_per_rank if num_workers is None else num_workers
+    _warn_past_share(workers)
     order, drawn = _order(dataset, shuffle, sampler, batch_sampler, seed, kwargs.get("generator"))
-    images = dataset.dataset if isinstance(dataset, EpochSubset) else dataset
+    images = dataset.dataset if isinstance(dataset, Subset) else dataset
     if collate_fn is None and isinstance(images, LabeledImageDataset):
         collate_fn = stack_uint8
-    options = dict(num_workers=workers, collate_fn=collate_fn,
-                   pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory, **kwargs)
+    options: Dict[str, Any] = dict(num_workers=workers, collate_fn=collate_fn,
+                                   pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory, **kwargs)
+    batches: Optional[Sampler] = None  # the batch sampler a DataLoader given these arguments would have
     if batch_sampler is not None:
         if batch_size not in (DEFAULT_BATCH_SIZE, None) or drop_last:
             raise LabkitValueError(f"batch_sampler= makes the batches, so batch_size={batch_size} and drop_last="
                                    f"{drop_last} would be ignored: leave them out (torch's DataLoader refuses them too)")
+        batches, batch_size, counted = batch_sampler, None, None
         options["batch_sampler"] = EpochTagged(order)
-        counted: Optional[int] = None
-    else:
+    elif order is None:  # an IterableDataset: its own order, batched by the DataLoader
         options.update(batch_size=batch_size, drop_last=drop_last)
-        if order is not None:
-            options["sampler"] = EpochTagged(order)
+        counted = batch_size
+    elif batch_size is None:  # no batching: each index is a sample
+        options.update(batch_size=None, sampler=EpochTagged(order))
+        counted = None
+    else:  # the batches made here, so each goes to the workers as one list with its epoch (EpochBatch)
+        batches = BatchSampler(order, batch_size, drop_last)
+        options["batch_sampler"] = EpochTagged(batches)
         counted = batch_size
     if workers > 0:
         options["persistent_workers"] = True if persistent_workers is None else persistent_workers
@@ -118,12 +133,20 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
             options["prefetch_factor"] = prefetch_factor
     elif worker_init_fn is not None:
         raise LabkitValueError("worker_init_fn needs num_workers >= 1")
-    loader: Iterable = (watched_loader(dataset, hang_timeout, **options) if hang_timeout
-                        else DataLoader(dataset, **options))
+    fetched = dataset if order is None else EpochScoped(dataset)
+    loader: Iterable = (watched_loader(fetched, hang_timeout, **options) if hang_timeout
+                        else DataLoader(fetched, **options))
+    inner: DataLoader = loader.loader if hang_timeout else loader  # type: ignore[attr-defined]
+    attributes = {name: getattr(inner, name) for name in TORCH_ATTRIBUTES}
+    attributes.update(dataset=dataset, batch_size=batch_size, drop_last=drop_last if batch_sampler is None else False,
+                      batch_sampler=batches, timeout=kwargs.get("timeout", 0), worker_init_fn=worker_init_fn)
+    if order is not None and batch_sampler is None:
+        attributes["sampler"] = order
     if profile or (profile is None and profile_enabled()):
         loader = ProfiledLoader(loader)
     resumable = isinstance(order, ResumableSampler)
     unsaved = ("" if resumable else f"its order comes from {type(order).__name__ if order is not None else type(dataset).__name__}, "
                "which cannot save a place mid-epoch: use a labkit.samplers.resumable sampler (RandomPermutationSampler, "
                "BlockShuffleSampler, DistributedBlockSampler, ...)")
-    return StatefulLoader(loader, order if resumable else None, counted, owns_seed=drawn, unsaved=unsaved)
+    return StatefulLoader(loader, order if resumable else None, counted, owns_seed=drawn, unsaved=unsaved,
+                          attributes=attributes)

@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
 
 from labkit.core.errors import LabkitRuntimeError, LabkitTypeError, LabkitValueError
-from labkit.core.host_buffers import storage_refs
+from labkit.core.host_buffers import storage_refs, writable_tensors
 from labkit.core.pass_through import PassThrough
 from labkit.workers.watchdog import watched_loader
 
@@ -53,7 +53,8 @@ class SlotPool:
             raise LabkitRuntimeError("this PyTorch cannot count references to a tensor's memory "
                                "(torch._C._storage_Use_Count), so slots could be overwritten while in use; "
                                "use labkit.workers.loader_factory.make_loader instead")
-        self.slots = [torch.empty(tuple(batch_shape), dtype=torch.uint8).share_memory_() for _ in range(count)]
+        with writable_tensors():  # workers write them, whatever mode the pool was made in
+            self.slots = [torch.empty(tuple(batch_shape), dtype=torch.uint8).share_memory_() for _ in range(count)]
         self.pending: Set[int] = set()  # handed to a worker, not yet yielded
 
     def __repr__(self) -> str:

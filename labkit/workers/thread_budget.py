@@ -15,6 +15,7 @@ from typing import Iterator, List, Optional, Tuple
 
 import torch
 
+from labkit.core.cpus import cpu_budget
 from labkit.core.environment import usable_cpus
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
@@ -49,8 +50,9 @@ def torch_threads(count: Optional[int]) -> Iterator[None]:
 
 
 def main_thread_budget(workers: int, cpus: Optional[int] = None) -> int:
-    """torch threads for the main process: the cores the workers leave, at least one."""
-    return max(1, (usable_cpus() if cpus is None else cpus) - workers)
+    """torch threads for the main process: the rank's CPUs (`labkit.core.cpus`) its ``workers`` leave, at
+    least one."""
+    return cpu_budget(cpus=cpus).main_threads(workers)
 
 
 def limit_worker_threads(worker_id: int) -> None:

@@ -18,7 +18,7 @@ import torch
 from torch.utils.data import BatchSampler, RandomSampler, Sampler, SequentialSampler
 
 from labkit.collate.batching import stack_uint8
-from labkit.core.environment import decode_thread_budget
+from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.datasets.map_style import LabeledImageDataset
 
@@ -32,7 +32,7 @@ class _Failed:
 
 class ThreadLoader:
     """Batches ``(uint8 B×3×H×W, int64 labels)`` of a labkit image dataset, decoded by ``threads`` threads of
-    this process (default: every usable core). Iterate it, and ``len()`` it, as a DataLoader."""
+    this process (default: the rank's CPUs, `labkit.core.cpus`). Iterate it, and ``len()`` it, as a DataLoader."""
 
     def __init__(self, dataset: LabeledImageDataset, batch_size: int = 64, shuffle: bool = True,
                  sampler: Optional[Sampler] = None, drop_last: bool = False, threads: Optional[int] = None,
@@ -48,7 +48,7 @@ class ThreadLoader:
             raise LabkitValueError("sampler and shuffle=True together: the sampler decides the order; pass "
                                    "shuffle=False with it (as torch's DataLoader requires)")
         self.dataset = dataset
-        self.threads = threads or decode_thread_budget(0)
+        self.threads = threads or cpu_budget().decode_threads(0)
         dataset.decode_threads = self.threads
         order = sampler or (RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset))
         self.batch_sampler = BatchSampler(order, batch_size, drop_last)

@@ -197,3 +197,38 @@ def test_on_cuda_the_state_is_not_the_batch_prepared_ahead():
     batches = iter(prefetcher)
     next(batches)
     assert prefetcher.state_dict()["loader"]["sampler"]["position"] == 4  # the loader itself is at 8
+
+
+def _uint8_loader(batches=2, size=8, classes=3):
+    from torch.utils.data import TensorDataset
+
+    from labkit.workers.loader_factory import make_loader
+
+    images = torch.randint(0, 256, (batches * 4, 3, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    labels = torch.arange(batches * 4) % classes
+    return make_loader(TensorDataset(images, labels), batch_size=4, shuffle=False, num_workers=0)
+
+
+def test_the_prefetcher_passes_the_loader_s_attributes_through():
+    loader = _uint8_loader()
+    prefetcher = DevicePrefetcher(loader, device="cpu")
+    assert prefetcher.dataset is loader.dataset and len(prefetcher.dataset) == 8  # torchvision's evaluate reads it
+    assert (prefetcher.batch_size, prefetcher.sampler, prefetcher.batches_left) == (4, loader.sampler, 2)
+
+
+def test_torchvision_v2_transforms_run_on_the_uint8_batch_through_the_hook():
+    loader = _uint8_loader()
+    flipped = [x for x, _ in DevicePrefetcher(loader, device="cpu", normalize=None, transform=v2.RandomHorizontalFlip(p=1))]
+    plain = [x for x, _ in DevicePrefetcher(loader, device="cpu", normalize=None)]
+    assert all(torch.equal(f, p.flip(-1)) for f, p in zip(flipped, plain))
+    augmented = [x for x, _ in DevicePrefetcher(loader, device="cpu", transform=v2.Compose([v2.RandAugment(),
+                                                                                           v2.ColorJitter(0.2)]))]
+    assert all(x.dtype == torch.float32 and x.shape == (4, 3, 8, 8) for x in augmented)
+
+
+def test_torchvision_v2_mixup_refuses_uint8_batches_and_runs_as_the_mix():
+    images, labels = next(iter(_uint8_loader()))
+    with pytest.raises((TypeError, RuntimeError), match="[Ff]loat"):  # the wording depends on torchvision's release
+        v2.MixUp(num_classes=3)(images, labels)
+    mixed, targets = next(iter(DevicePrefetcher(_uint8_loader(), device="cpu", mix=v2.MixUp(num_classes=3))))
+    assert mixed.dtype == torch.float32 and targets.shape == (4, 3)

@@ -134,3 +134,10 @@ def test_the_doctor_lists_the_decoders_installed(capsys):
     assert main(["doctor", "--workers", "1"]) == 0
     out = capsys.readouterr().out
     assert "decode threads" in out and "simplejpeg   simplejpeg (libjpeg-turbo 3)" in out
+
+
+def test_decode_threads_are_counted_across_the_ranks_of_a_node():
+    fits = check_decode_threads(LoaderPlan(num_workers=7, ranks_per_node=8), cpus=64)
+    assert fits.level == "ok" and "1 decoding thread in each of 7 workers of each of 8 ranks: 56 on 64 CPUs" in fits.message
+    over = check_decode_threads(LoaderPlan(num_workers=7, ranks_per_node=8, decode_threads=8), cpus=64)
+    assert over.level == "warn" and "448 on 64 CPUs" in over.message and "decode_threads=1" in over.fix

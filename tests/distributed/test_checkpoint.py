@@ -1,12 +1,17 @@
 """Checkpoints written atomically: a kill or a full disk mid-write leaves the last good one; damaged or foreign
 files are refused by name. (A training loop killed and resumed from one: tests/workers/test_stateful_loader.py.)"""
 
+import argparse
+import io
 import multiprocessing
 import os
+import re
 import signal
+import struct
 import time
 import zlib
 
+import numpy as np
 import pytest
 import torch
 
@@ -60,7 +65,12 @@ class _RunsCode:
 
 def test_loading_never_runs_code_from_the_file(tmp_path):
     path, marker = tmp_path / "ckpt.pt", tmp_path / "code-ran"
-    save_checkpoint({"payload": _RunsCode(str(marker))}, path)
+    with pytest.raises(CheckpointError, match="state\\['payload'\\] is of type"):  # refused when saved, no code run
+        save_checkpoint({"payload": _RunsCode(str(marker))}, path)
+    buffer = io.BytesIO()  # a file written another way, in the checkpoint's format
+    torch.save({"payload": _RunsCode(str(marker))}, buffer)
+    payload = buffer.getvalue()
+    path.write_bytes(MAGIC + struct.pack("<QI", len(payload), zlib.crc32(payload)) + payload)
     with pytest.raises(CheckpointError, match=f"{path} asks for .*open.*no code in the file ran"):
         load_checkpoint(path)
     assert not marker.exists()
@@ -108,3 +118,23 @@ def test_a_kill_in_the_middle_of_a_write_leaves_the_previous_checkpoint_whole(tm
     assert strays >= 1  # at least one kill landed mid-write (the others just after a rename)
     save_checkpoint({"step": -1}, path)  # the next save clears what the killed writers left
     assert os.listdir(tmp_path) == ["ckpt.pt"]
+
+
+@pytest.mark.parametrize("state, where, kind", [
+    ({"args": argparse.Namespace(lr=0.1)}, "state['args']", "argparse.Namespace"),  # torchvision's reference script
+    ({"epoch": np.int64(3)}, "state['epoch']", "numpy.int64"),
+    ({"log": [1, {"scores": np.zeros(2)}]}, "state['log'][1]['scores']", "numpy.ndarray"),
+])
+def test_what_could_not_be_loaded_is_refused_when_saved_naming_its_key(tmp_path, state, where, kind):
+    path = tmp_path / "run.ckpt"
+    with pytest.raises(CheckpointError, match=re.escape(f"{where} is of type {kind}")):
+        save_checkpoint(state, path)
+    assert not path.exists()
+
+
+def test_model_and_optimizer_states_are_saved_as_they_are(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    state = {"model": model.state_dict(), "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+             "args": vars(argparse.Namespace(lr=0.1)), "dtype": torch.float16, "where": (1, 2.5, None, "s")}
+    save_checkpoint(state, tmp_path / "run.ckpt")
+    assert load_checkpoint(tmp_path / "run.ckpt")["args"] == {"lr": 0.1}

@@ -7,7 +7,7 @@ import pytest
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 
-from labkit.distributed.ranks import close_process_group, init_from_env, stage_to_local, worker_budget
+from labkit.distributed.ranks import close_process_group, init_from_env, stage_to_local
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -20,15 +20,6 @@ def test_ddp_demo_under_torchrun_proves_disjoint_coverage():
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("disjoint: True; cover all 128: True") == 2
     assert "saw [64, 64] samples" in out.stdout
-
-
-def test_worker_budget_fixes_the_eight_by_eight_trap():
-    budget = worker_budget(cores_per_node=32, ranks_per_node=8)
-    assert budget.workers_per_rank == 3
-    assert "72 busy processes on 32 cores" in budget.reasoning and "32 busy processes" in budget.reasoning
-    assert worker_budget(2, 4).workers_per_rank == 1
-    with pytest.raises(ValueError):
-        worker_budget(0, 1)
 
 
 def test_init_outside_torchrun_says_how_to_start(monkeypatch):

@@ -58,6 +58,8 @@ def test_killed_and_resumed_under_torchrun_it_ends_with_the_weights_of_an_unbrok
     resumed = subprocess.run(_command(photos, broken, 1), capture_output=True, text=True, env=_env(), timeout=200)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"at epoch {killed_at // STEPS_PER_EPOCH}, step {killed_at}" in resumed.stdout
+    left = STEPS_PER_EPOCH - killed_at % STEPS_PER_EPOCH  # the resumed pass's progress counts what is left
+    assert f"epoch {killed_at // STEPS_PER_EPOCH}: {left} of its {STEPS_PER_EPOCH} batches to go" in resumed.stdout
     ours, theirs = _weights(broken), _weights(reference)
     assert ours.keys() == theirs.keys()
     different = [name for name in ours if not torch.equal(ours[name], theirs[name])]

@@ -229,7 +229,9 @@ def test_torch_s_private_names_are_used_behind_one_door_only():
 
 # test modules that exercise one module from a second side (a stress run, the hostile files, the panels' callbacks)
 SECOND_SIDE = {"course/test_panel_callbacks.py": "course/panels.py", "datasets/test_hostile_files.py": "datasets/map_style.py",
-               "workers/test_watchdog_failures.py": "workers/watchdog.py", "workers/test_watchdog_stress.py": "workers/watchdog.py"}
+               "workers/test_watchdog_failures.py": "workers/watchdog.py", "workers/test_watchdog_stress.py": "workers/watchdog.py",
+               "workers/test_dataloader_contract.py": "workers/loader_factory.py",
+               "workers/test_inference_mode.py": "workers/loader_factory.py"}
 
 
 def test_the_tests_are_laid_out_as_the_package():

@@ -1,4 +1,4 @@
-"""EpochIndex and EpochTagged: the epoch travels with each index into the workers, persistent ones included."""
+"""EpochTagged: the epoch travels with each index or batch into the workers, persistent ones included."""
 
 import pickle
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
 
-from labkit.core.epoch_index import EpochIndex, epoch_of
+from labkit.core.epoch_index import EpochBatch, epoch_of
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
 
@@ -17,14 +17,6 @@ class EchoEpochs(Dataset):
 
     def __getitem__(self, index):
         return torch.tensor([int(index), epoch_of(index, -1)])
-
-
-def test_an_epoch_index_is_the_int_it_says_and_pickles_with_its_epoch():
-    i = EpochIndex(5, 3)
-    assert i == 5 and [10, 11, 12, 13, 14, 15][i] == 15 and hash(i) == hash(5)
-    j = pickle.loads(pickle.dumps(i))
-    assert type(j) is EpochIndex and (int(j), j.epoch) == (5, 3) and repr(j) == "EpochIndex(5, epoch=3)"
-    assert epoch_of(7, default=2) == 2 and epoch_of(i, default=2) == 3
 
 
 def test_a_plain_sampler_is_tagged_with_its_pass_count():
@@ -44,11 +36,13 @@ def test_a_resumable_sampler_gives_its_own_epoch_and_state():
     assert tagged.state_dict() == inner.state_dict()  # the wrapped sampler's, so a resume is the same
 
 
-def test_batch_samplers_are_tagged_index_by_index():
-    tagged = EpochTagged(BatchSampler(SequentialSampler(range(5)), 2, drop_last=False))
+def test_batch_samplers_are_tagged_batch_by_batch_with_plain_indices():
+    inner = BlockShuffleSampler(5, block_size=2, seed=1)
+    tagged = EpochTagged(BatchSampler(inner, 2, drop_last=False))
+    inner.set_epoch(3)
     batches = list(tagged)
-    assert [[int(i) for i in b] for b in batches] == [[0, 1], [2, 3], [4]]
-    assert all(isinstance(i, EpochIndex) and i.epoch == 0 for b in batches for i in b)
+    assert batches == [inner.order(3)[k:k + 2] for k in (0, 2, 4)]
+    assert all(isinstance(b, EpochBatch) and b.epoch == 3 and all(type(i) is int for i in b) for b in batches)
 
 
 @pytest.mark.parametrize("persistent", [False, True])

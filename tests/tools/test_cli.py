@@ -18,6 +18,20 @@ def test_data_pack_verify(tmp_path, capsys, monkeypatch):
     assert "6 encoded samples" in capsys.readouterr().out
 
 
+def test_data_makes_a_validation_set_of_the_same_classes_beside_it(tmp_path, capsys):
+    from labkit.datasets.map_style import ImageFolderDataset
+
+    root = str(tmp_path / "photos")
+    assert main(["data", "--out", root, "--n", "8", "--val", "4", "--classes", "4", "--size", "64x48",
+                 "--no-progress"]) == 0
+    train, val = ImageFolderDataset(root, size=16), ImageFolderDataset(root + "-val", size=16)
+    assert len(val) == 4 and val.classes == train.classes
+    shared = [p for p in val.relpaths if p in set(train.relpaths)]
+    assert shared and all(open(f"{root}/{p}", "rb").read() != open(f"{root}-val/{p}", "rb").read() for p in shared)
+    assert main(["data", "--out", str(tmp_path / "few"), "--n", "8", "--val", "2", "--classes", "4"]) == 2
+    assert "--val 2 with 4 classes" in capsys.readouterr().err
+
+
 def test_quick_mode_makes_256(monkeypatch):
     monkeypatch.setenv("LABKIT_QUICK", "1")
     from labkit.tools import cli

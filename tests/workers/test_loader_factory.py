@@ -14,7 +14,7 @@ from labkit.datasets.map_style import DecodedArrayDataset, SampleError
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.grouped import GroupedBatchSampler
 from labkit.storage.pack_format import PackReader
-from labkit.workers import loader_factory
+from labkit.core import cpus
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.profiled_loader import ProfiledLoader
 from labkit.workers.stateful_loader import StatefulLoader
@@ -121,9 +121,19 @@ def test_the_default_seed_follows_torch_manual_seed_or_the_generator():
 
 
 def test_more_workers_than_cores_is_said(decoded_pack, monkeypatch):
-    monkeypatch.setattr(loader_factory, "usable_cpus", lambda: 2)
+    monkeypatch.setattr(cpus, "usable_cpus", lambda: 2)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
     with pytest.warns(LabkitWarning, match="num_workers=64 on 2 usable CPUs"):
         make_loader(DecodedArrayDataset(decoded_pack), num_workers=64)
+
+
+def test_eight_local_ranks_on_16_cpus_get_at_most_two_workers_a_rank(decoded_pack, monkeypatch):
+    monkeypatch.setattr(cpus, "usable_cpus", lambda: 16)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")
+    loader = make_loader(DecodedArrayDataset(decoded_pack), batch_size=4)
+    assert 1 <= loader.num_workers <= 2
+    with pytest.warns(LabkitWarning, match=r"num_workers=8 where 8 ranks \(LOCAL_WORLD_SIZE=8\) share 16 usable CPUs"):
+        make_loader(DecodedArrayDataset(decoded_pack), batch_size=4, num_workers=8)
 
 
 def test_an_iterable_dataset_takes_no_shuffle_and_says_why_it_cannot_save_a_place():

@@ -6,6 +6,7 @@ import multiprocessing
 import os
 import signal
 import time
+import warnings
 
 import pytest
 import torch
@@ -213,3 +214,36 @@ def test_sigkill_mid_epoch_then_restart_sees_every_sample_once_with_the_same_cro
     while any(running(pid) for pid in workers):
         assert time.monotonic() < deadline, f"workers {[p for p in workers if running(p)]} outlived their parent"
         time.sleep(0.1)
+
+
+def test_batches_left_counts_what_a_resumed_pass_gives_while_len_stays_torch_s():
+    first = make_loader(IndexAndEpoch(), BATCH, num_workers=0, seed=1, drop_last=True)
+    assert first.batches_left == len(first) == N // BATCH
+    _take(first, 5)
+    resumed = make_loader(IndexAndEpoch(), BATCH, num_workers=0, seed=1, drop_last=True)
+    resumed.load_state_dict(first.state_dict())
+    assert len(resumed) == N // BATCH and resumed.batches_left == N // BATCH - 5
+    lefts = []
+    for _ in resumed:
+        lefts.append(resumed.batches_left)
+    assert len(lefts) == N // BATCH - 5 and lefts == list(range(N // BATCH - 6, -1, -1))
+    assert resumed.batches_left == N // BATCH  # the next pass: a whole epoch
+
+
+def test_under_several_ranks_an_order_every_rank_reads_whole_is_said_once(monkeypatch):
+    import torch.distributed as dist
+
+    from labkit.core.errors import LabkitWarning
+    from labkit.samplers.block_shuffle import DistributedBlockSampler
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(dist, "get_world_size", lambda: 2)
+    monkeypatch.setattr(dist, "get_rank", lambda: 0)
+    loader = make_loader(IndexAndEpoch(), BATCH, num_workers=0)
+    with pytest.warns(LabkitWarning, match="2 ranks each read this loader's whole order.*LabkitDataModule"):
+        _take(loader, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _take(loader, 1)  # once
+        split = make_loader(IndexAndEpoch(), BATCH, num_workers=0, sampler=DistributedBlockSampler(N, seed=0))
+        _take(split, 1)
