@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from contextvars import ContextVar
-from typing import Any, Iterable, Iterator, Optional, Tuple
+from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 _SCOPE: ContextVar[Optional[int]] = ContextVar("labkit_epoch", default=None)
 
@@ -61,6 +61,13 @@ def epoch_scope(epoch: Optional[int]) -> Iterator[None]:
         yield
     finally:
         _SCOPE.reset(token)
+
+
+def epochs_of(indices: Sequence[Any], default: int) -> List[int]:
+    """`epoch_of` each index of a batch, the scope looked up once for the batch (no Python call per sample)."""
+    scoped = _SCOPE.get()
+    shared = default if scoped is None else scoped
+    return [i.epoch if type(i) is EpochIndex else shared for i in indices]
 
 
 def epoch_of(index: Any, default: int) -> int:

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader, Dataset
 from labkit.core.wording import count
 from labkit.core.cpus import cpu_budget
 from labkit.distributed.ranks import close_process_group, init_from_env
+from labkit.workers.start_method import worker_context
 from labkit.samplers.block_shuffle import DistributedBlockSampler
 
 
@@ -55,7 +56,10 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: Option
     sampler = DistributedBlockSampler(n, info.world_size, info.rank, seed=0, block_size=32, window=2)
     budget = cpu_budget(ranks=info.local_world_size)
     num_workers = budget.workers_per_rank if num_workers is None else num_workers
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers)
+    # Workers of a process that runs gloo's threads start from a fork server, not by fork (the article's 6.5).
+    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
+                        multiprocessing_context=worker_context() if num_workers else None,
+                        persistent_workers=num_workers > 0)
     model = small_cnn(dataset.classes).to(info.device)
     model = nn.parallel.DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == "cuda"
                                                 else None)

@@ -33,6 +33,7 @@ from labkit.core.timing import Stopwatch
 from labkit.datasets.iterable import ShardedIterableDataset
 from labkit.core.cpus import cpu_budget
 from labkit.distributed.ranks import close_process_group, file_crc32, init_from_env, stage_to_local
+from labkit.workers.start_method import worker_context
 from labkit.storage.shards import pack_records
 
 
@@ -81,7 +82,8 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 
     balanced = ShardedIterableDataset(local, decode=features, seed=5)
-    loader = DataLoader(balanced, batch_size=batch_size, num_workers=workers)
+    loader = DataLoader(balanced, batch_size=batch_size, num_workers=workers,  # not forked beside gloo's threads
+                        multiprocessing_context=worker_context() if workers else None)
     steps = []
     for epoch in range(2):
         balanced.set_epoch(epoch)

@@ -3,7 +3,8 @@
 torch's DataLoader hands a dataset that has ``__getitems__`` the whole batch of indices at once. labkit's
 image datasets use that: every sample of the batch is read, decoded (or cropped) and written into its row
 of one preallocated ``B×3×H×W`` uint8 tensor — in shared memory inside a worker, so it crosses to the main
-process without a copy — by a small pool of threads of the process doing the fetch. The decoders release
+process without a copy — by a few threads of the process doing the fetch, started for the batch and joined
+before it is handed on. The decoders release
 the GIL (`labkit.decode.registry`), so the threads decode in parallel; `labkit.collate.batching.stack_uint8`
 sees rows of one tensor and passes it on without stacking a copy.
 
@@ -16,9 +17,7 @@ without the batch path.
 
 from __future__ import annotations
 
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -26,7 +25,7 @@ import torch
 from torch.utils.data import get_worker_info
 
 from labkit.core.cpus import cpu_budget
-from labkit.core.epoch_index import epoch_of
+from labkit.core.epoch_index import epochs_of
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import batch_buffer
 
@@ -42,36 +41,42 @@ def threads_here(asked: Optional[int]) -> int:
 
 
 class BatchDecoder:
-    """A per-process thread pool that fills a batch tensor row by row; pickled (to a worker) without its threads."""
+    """Fills a batch tensor row by row with ``threads`` threads of the process that fetches it.
+
+    Each thread takes a contiguous share of the batch's rows (in storage order, so each reads its own run of the
+    file) and the calling thread decodes a share itself: no task object per sample, and no thread outlives its
+    batch. That last point matters in the main process (``num_workers=0``, a validation pass, a `ThreadLoader`):
+    a thread pool kept alive there would be copied half-held into every worker the next loader forks (the
+    article's 6.5), and Python 3.12+ warns on every such fork.
+    """
 
     def __init__(self, threads: Optional[int] = None) -> None:
         self.threads = threads
-        self._pool: Optional[ThreadPoolExecutor] = None
-        self._owner: Tuple[int, int] = (0, 0)
-        self._lock = threading.Lock()
-
-    def __getstate__(self) -> dict:
-        return {"threads": self.threads}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__init__(state["threads"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"BatchDecoder(threads={self.threads if self.threads is not None else 'auto'})"
 
     def _map(self, work: Callable[[int], None], rows: Sequence[int]) -> None:
         threads = min(threads_here(self.threads), len(rows))
-        if threads <= 1:
-            for k in rows:
-                work(k)
-            return
-        with self._lock:  # a forked worker inherits the object but not the threads: a pool of its own
-            if self._pool is None or self._owner != (os.getpid(), threads):
-                self._pool = ThreadPoolExecutor(threads, thread_name_prefix="labkit-decode")
-                self._owner = (os.getpid(), threads)
-            pool = self._pool
-        for future in [pool.submit(work, k) for k in rows]:
-            future.result()
+        shares = [rows[k * len(rows) // threads:(k + 1) * len(rows) // threads] for k in range(threads)]
+        raised: List[BaseException] = []
+
+        def run(share: Sequence[int]) -> None:
+            try:
+                for k in share:
+                    work(k)
+            except BaseException as error:  # re-raised in the calling thread, with its traceback
+                raised.append(error)
+
+        helpers = [threading.Thread(target=run, args=(share,), name="labkit-decode", daemon=True)
+                   for share in shares[1:]]
+        for helper in helpers:
+            helper.start()
+        run(shares[0])
+        for helper in helpers:
+            helper.join()
+        if raised:
+            raise raised[0]
 
     def fill(self, indices: Sequence[int], checked: Sequence[int], order: np.ndarray, image_shape: Tuple[int, ...],
              load: Callable[[int, int], torch.Tensor], default_epoch: int, failures: Tuple[type, ...],
@@ -85,7 +90,7 @@ class BatchDecoder:
                                    f"{shape}")
         batch = batch_buffer(shape) if out is None else out
         failed: List[int] = []
-        epochs = [epoch_of(i, default_epoch) for i in indices]  # here: the epoch scope is this thread's
+        epochs = epochs_of(indices, default_epoch)  # here: the epoch scope is this thread's
 
         def work(k: int) -> None:
             try:

@@ -23,6 +23,7 @@ What they guarantee beyond ``torchvision.datasets.ImageFolder``:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, t
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.crop_box import crop_resize_flip
 from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.registry import crops_in_decode, get_decoder, preferred_decoder
+from labkit.decode.registry import crops_in_decode, decoder_info, get_decoder, preferred_decoder
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader
 
@@ -175,9 +176,18 @@ class LabeledImageDataset(Dataset):
         epoch with each batch instead (`labkit.datasets.epoch_scoped`)."""
         self.epoch = int(epoch)
 
-    def _load(self, index: int, epoch: int = 0) -> torch.Tensor:
-        raw = self.read_raw(index)
+    def read_raws(self, indices: Sequence[int]) -> Optional[List[Any]]:
+        """Samples ``indices`` (checked) as stored, read at once for a batch where the storage reads a batch in one
+        call (a pack: one slice of its offsets, every checksum checked); None where each sample is best read by
+        the thread that decodes it (files: the reads then overlap)."""
+        return None
+
+    def load_raw(self, raw: Any, index: int, epoch: int) -> torch.Tensor:
+        """What `read_raw` returned → sample ``index``'s image: decoded, or its crop in ``epoch``."""
         return self.decode_raw(raw) if self.crop is None else self.crop_raw(raw, index, epoch)
+
+    def _load(self, index: int, epoch: int = 0) -> torch.Tensor:
+        return self.load_raw(self.read_raw(index), index, epoch)
 
     def sample_path(self, index: int) -> str:
         """Where sample ``index`` comes from, for error messages and reports."""
@@ -191,6 +201,15 @@ class LabeledImageDataset(Dataset):
         if not -n <= index < n:
             raise LabkitIndexError(f"sample index {index} out of range for a dataset of {n} samples")
         return int(index) % n
+
+    def _check_indices(self, indices: Sequence[int]) -> List[int]:
+        """`_check_index` of a whole batch, at once."""
+        n = len(self)
+        asked = np.asarray(indices, dtype=np.int64).reshape(-1)
+        outside = np.flatnonzero((asked < -n) | (asked >= n))
+        if len(outside):
+            self._check_index(int(asked[outside[0]]))  # raises, naming the first
+        return (asked % max(n, 1)).tolist()
 
     def _try_load(self, index: int, epoch: int) -> Sample:
         try:
@@ -242,15 +261,26 @@ class LabeledImageDataset(Dataset):
         tensor, decoded by `decode_threads` threads: ``out`` if given (a batch slot: `labkit.workers.shared_slots`),
         else a new one; a sample that fails is fetched again on its own, so it is named (or substituted under
         ``on_error="skip"``) as by ``ds[i]``."""
-        checked = [self._check_index(i) for i in indices]
+        checked = self._check_indices(indices)
         order = np.argsort(self._storage_order(checked), kind="stable")
         if not (self.fills_batches and self.transform is None and self.size is not None and checked):
             out: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
             for k in order:
                 out[k] = self[indices[k]]  # as it came, in this thread's epoch scope
             return out
-        batch, failed = self._batches.fill(indices, checked, order, (3, *self.size), self._load, self.epoch,
-                                           _LOAD_ERRORS, out)
+        in_storage_order = [checked[k] for k in order]
+        try:
+            read = self.read_raws(in_storage_order)
+        except _LOAD_ERRORS:  # one cannot be read: each is read again on its own, so that one is named or skipped
+            read = None
+        raws = {} if read is None else dict(zip(in_storage_order, read))
+
+        def load(index: int, epoch: int) -> torch.Tensor:
+            raw = raws.get(index)
+            return self._load(index, epoch) if raw is None else self.load_raw(raw, index, epoch)
+
+        batch, failed = self._batches.fill(indices, checked, order, (3, *self.size), load if raws else self._load,
+                                           self.epoch, _LOAD_ERRORS, out)
         labels = [int(self.labels[i]) for i in checked]
         for k in failed:
             image, labels[k] = self[indices[k]]  # raises SampleError naming it, or gives its substitute
@@ -326,8 +356,10 @@ class EncodedImages:
         return self._decode(raw, self.size, self.max_pixels)
 
     def crop_raw(self, raw: bytes, index: int, epoch: int) -> torch.Tensor:
-        """The sample's bytes decoded to its crop in ``epoch``."""
-        return self.crop.decode(raw, index, epoch, self.decoder, self.max_pixels)  # type: ignore[union-attr]
+        """The sample's bytes decoded to its crop in ``epoch`` (``crop.decode``'s work, its box drawn for this
+        sample: the crop's own draw, given the sample and the epoch)."""
+        draw = functools.partial(self.crop.draw, index=index, epoch=epoch)  # type: ignore[union-attr]
+        return decoder_info(self.decoder).crop(raw, draw, self.size, self.max_pixels)
 
 
 class ImageFilesDataset(EncodedImages, LabeledImageDataset):
@@ -418,6 +450,9 @@ class PackedDataset(EncodedImages, PackBackedDataset):
     def read_raw(self, index: int) -> bytes:
         return self.reader.read(index)
 
+    def read_raws(self, indices: Sequence[int]) -> Optional[List[bytes]]:
+        return self.reader.read_many(indices)
+
     def __repr__(self) -> str:
         return (f"PackedDataset({self.reader.path!r}, {len(self)} images, {len(self.classes)} classes, "
                 f"decoder={self.decoder!r}, size={self.size}{_crop_note(self.crop, self.decoder)})")
@@ -459,7 +494,7 @@ class DecodedArrayDataset(PackBackedDataset):
     def __getitems__(self, indices: Sequence[int], out: Optional[torch.Tensor] = None) -> List[Sample]:
         if self.crop is not None:  # each sample its own box, cropped into its row of the batch
             return super().__getitems__(indices, out)
-        checked = [self._check_index(i) for i in indices]
+        checked = self._check_indices(indices)
         batch = batch_buffer((len(checked), *self.reader.decoded_shape)) if out is None else out
         try:
             self.reader.read_decoded(checked, out=batch.numpy())

@@ -36,9 +36,9 @@ from typing import Callable, Optional, Sequence, Tuple, Union
 import numpy as np
 import torch
 from PIL import Image, ImageOps
-from torch.nn.functional import interpolate
 
 from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
+from labkit.core.torch_internals import antialiased_bilinear
 
 Size = Union[int, Tuple[int, int], Sequence[int], None]
 #: The output side the seed's ablation decodes to (``Resize((256, 256))``), every decoder's default.
@@ -154,6 +154,11 @@ def torchvision_io():
     return torchvision.io
 
 
+#: Whether torch's CPU kernel resizes uint8 bytes as they are (vectorised on AVX2, AVX-512 and ARM).
+NATIVE_UINT8_RESIZE = (torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+                 or platform.machine() in ("aarch64", "arm64"))
+
+
 def resize_uint8(image: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
     """Antialiased bilinear resize of a uint8 (..., C, H, W) tensor: what torchvision's
     ``F.resize(image, hw, antialias=True)`` gives, bit for bit, from torch alone (see `torchvision_io`).
@@ -171,14 +176,10 @@ def resize_uint8(image: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
         # torch allocates a 1×C×H×W channels-last input's output as contiguous unless the batch stride says otherwise
         batch = batch.as_strided(batch.shape, (image.numel(),) + strides[1:])
     # torch's uint8 kernel fails an internal assert on a 1×1 output from a channels-first input (torch 2.14)
-    native = (image.device.type == "cpu" and tuple(hw) != (1, 1)
-              and (torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
-                   or platform.machine() in ("aarch64", "arm64")))
-    if native:
-        out = interpolate(batch, size=list(hw), mode="bilinear", align_corners=False, antialias=True)
+    if NATIVE_UINT8_RESIZE and image.device.type == "cpu" and tuple(hw) != (1, 1):
+        out = antialiased_bilinear(batch, hw)
     else:
-        out = interpolate(batch.float(), size=list(hw), mode="bilinear", align_corners=False,
-                          antialias=True).round_().to(torch.uint8)
+        out = antialiased_bilinear(batch.float(), hw).round_().to(torch.uint8)
     return out.reshape(image.shape[:-3] + (channels, *hw))
 
 

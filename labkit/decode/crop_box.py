@@ -76,7 +76,10 @@ def dct_scale(box: CropBox, output_hw: Tuple[int, int]) -> int:
 def reduction_for(height: float, width: float, output_hw: Tuple[int, int]) -> int:
     """The largest of `DCT_SCALES` that keeps ``height`` x ``width`` at least ``output_hw``."""
     most = min(height / output_hw[0], width / output_hw[1])
-    return next(s for s in DCT_SCALES if s <= most) if most >= 1 else 1
+    for scale in DCT_SCALES:
+        if scale <= most:
+            return scale
+    return 1
 
 
 def crop_resize_flip(image: torch.Tensor, box: CropBox, output_hw: Tuple[int, int]) -> torch.Tensor:

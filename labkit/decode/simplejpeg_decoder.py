@@ -33,9 +33,13 @@ from labkit.decode.pil_crop import crop_pil_reduced
 OWN_COLORSPACES = ("YCbCr", "RGB", "Gray")
 
 
+#: How a JPEG starts: the SOI marker, then the next marker's 0xff.
+JPEG_START = b"\xff\xd8\xff"
+
+
 def is_jpeg(data: bytes) -> bool:
     """Whether ``data`` starts as a JPEG does (SOI, then a marker)."""
-    return data[:3] == b"\xff\xd8\xff"
+    return data[:3] == JPEG_START
 
 
 def jpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Tuple[int, int, str]:
@@ -46,14 +50,15 @@ def jpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Tuple[int, int, st
         height, width, colorspace, _ = simplejpeg.decode_jpeg_header(data)
     except ValueError as e:
         raise DecodeError(describe_failure(data, e, "cannot decode JPEG")) from None
-    refuse_oversized(width, height, max_pixels)
+    if width * height > max_pixels:
+        refuse_oversized(width, height, max_pixels)
     return height, width, colorspace
 
 
 def own_jpeg(data: bytes, max_pixels: int = MAX_PIXELS) -> Optional[Tuple[int, int, int]]:
     """(height, width as stored, EXIF orientation) of a JPEG simplejpeg reads itself; None for a file it hands to
     Pillow (not a JPEG; CMYK or YCCK)."""
-    if not is_jpeg(data):
+    if data[:3] != JPEG_START:
         return None
     height, width, colorspace = jpeg_header(data, max_pixels)
     return (height, width, exif_orientation(data)) if colorspace in OWN_COLORSPACES else None
@@ -109,8 +114,8 @@ def crop_simplejpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw:
         return crop_pil_reduced(data, draw, output_hw, max_pixels)
     height, width, orientation = header
     box = draw(*((width, height) if rotates(orientation) else (height, width)))
-    pixels = displayed(decode_scaled(data, height, width, dct_scale(box, output_hw)), orientation)
-    return crop_region(pixels, box, output_hw)
+    pixels = decode_scaled(data, height, width, reduction_for(box.height, box.width, output_hw))
+    return crop_region(pixels if orientation == 1 else displayed(pixels, orientation), box, output_hw)
 
 
 def crop_region(pixels: np.ndarray, box: CropBox, output_hw: Tuple[int, int]) -> torch.Tensor:

@@ -16,6 +16,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "EpochTime": "loader_timing",
     "time_epochs": "loader_timing",
     "profile_loader": "step_profile",
+    "CallCount": "python_calls",
+    "count_python_calls": "python_calls",
     "CoreUsage": "cpu_usage",
     "CoreSampler": "cpu_usage",
     "rss_bytes": "process_memory",

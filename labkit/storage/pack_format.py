@@ -333,11 +333,24 @@ class PackReader:
         return self.view(i).tobytes()
 
     def read_many(self, indices: Sequence[int]) -> List[bytes]:
-        """Bytes of many samples, read in file order (near-sequential I/O), returned in the order asked."""
-        checked = [self._check_index(i) for i in indices]
-        out: List[bytes] = [b""] * len(checked)
-        for k in np.argsort(self.records["offset"][checked], kind="stable"):
-            out[k] = self.read(checked[k])
+        """Bytes of many samples (a batch), in the order asked, each checked against its CRC32: one call for the
+        batch, so a batch costs no Python call per sample. A damaged sample raises, naming the first."""
+        n = len(self)
+        checked = np.asarray(indices, dtype=np.int64).reshape(-1)
+        outside = np.flatnonzero((checked < -n) | (checked >= n))
+        if len(outside):
+            self._check_index(int(checked[outside[0]]))  # raises, naming it
+        checked %= max(n, 1)
+        blobs = self._blobs()
+        starts = self._offsets[checked].astype(np.int64)
+        spans = zip(starts.tolist(), (starts + self._lengths[checked].astype(np.int64)).tolist())
+        out = [blobs[start:end].tobytes() for start, end in spans]
+        if self.check_crc:
+            bad = [k for k, (data, crc) in enumerate(zip(out, self._crcs[checked].tolist())) if zlib.crc32(data) != crc]
+            if bad:
+                i = int(checked[bad[0]])
+                raise ChecksumMismatchError.at(self.path, "checksum mismatch: the bytes changed since packing",
+                                               i, self.paths[i], REPACK)
         return out
 
     def read_decoded(self, indices: Sequence[int], out: Optional[np.ndarray] = None) -> np.ndarray:

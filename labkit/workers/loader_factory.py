@@ -28,6 +28,7 @@ from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.every_sample import InOrderSampler, RandomPermutationSampler
 from labkit.samplers.resumable import ResumableSampler
 from labkit.workers.profiled_loader import ProfiledLoader
+from labkit.workers.start_method import worker_context
 from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.thread_budget import limit_worker_threads
 from labkit.workers.watchdog import watched_loader
@@ -97,7 +98,9 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
     ``torch.manual_seed`` makes it repeatable), and resumable either way; ``num_workers``: the rank's share of the
     CPUs less one (`labkit.core.cpus`, which knows torchrun's ranks); ``collate_fn`` =
     `stack_uint8` for labkit image datasets; ``pin_memory`` where CUDA exists; ``persistent_workers``
-    when there are workers; one native thread per worker. Whatever the sampler, its batches are tagged with
+    when there are workers, started by fork unless this process holds a torch.distributed process group, whose
+    threads a forked worker could inherit half-held (then from a fork server: `labkit.workers.start_method`);
+    one native thread per worker. Whatever the sampler, its batches are tagged with
     their epoch (`EpochTagged`) and fetched in that epoch's scope (`labkit.datasets.epoch_scoped`), so labkit's
     crops draw per (seed, epoch, index) in every worker, persistent ones included.
     """
@@ -128,6 +131,7 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
         counted = batch_size
     if workers > 0:
         options["persistent_workers"] = True if persistent_workers is None else persistent_workers
+        options["multiprocessing_context"] = worker_context(kwargs.get("multiprocessing_context"))
         options["worker_init_fn"] = WorkerInitChain(limit_worker_threads, worker_init_fn)
         if prefetch_factor is not None:
             options["prefetch_factor"] = prefetch_factor

@@ -14,6 +14,7 @@ from PIL import Image
 
 from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.core.errors import LabkitTypeError, LabkitValueError
+from labkit.decode import backends
 from labkit.decode.backends import (DecodeError, DecompressionBombError, check_decodable, psnr, resize_uint8,
                                     target_hw)
 from labkit.decode.registry import DECODERS, decode_image, get_decoder
@@ -207,7 +208,8 @@ def test_resize_is_torchvisions_bit_for_bit_stride_for_stride(h, w, oh, ow, chan
 
 
 def test_resize_without_the_vectorised_uint8_kernel_rounds_through_float_as_torchvision_does(monkeypatch):
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    monkeypatch.setattr(backends, "NATIVE_UINT8_RESIZE", False)  # ours, read once at import
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")  # torchvision's, read per call
     monkeypatch.setattr(platform, "machine", lambda: "x86_64")
     image = torch.randint(0, 256, (2, 3, 97, 131), dtype=torch.uint8, generator=torch.Generator().manual_seed(1))
     ours = resize_uint8(image, (40, 64))
@@ -217,7 +219,7 @@ def test_resize_without_the_vectorised_uint8_kernel_rounds_through_float_as_torc
 def test_a_resize_to_one_pixel_works_where_the_uint8_kernel_asserts(monkeypatch):
     image = torch.randint(0, 256, (3, 5, 4), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
     ours = resize_uint8(image, (1, 1))
-    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "DEFAULT")  # torchvision's float path
     monkeypatch.setattr(platform, "machine", lambda: "x86_64")
     assert ours.shape == (3, 1, 1) and torch.equal(ours, _torchvision_resize(image, (1, 1)))
 
