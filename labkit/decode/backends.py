@@ -39,6 +39,7 @@ from PIL import Image, ImageOps
 
 from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
 from labkit.core.torch_internals import antialiased_bilinear
+from labkit.decode.jpeg_orientation import rotates
 
 Size = Union[int, Tuple[int, int], Sequence[int], None]
 #: The output side the seed's ablation decodes to (``Resize((256, 256))``), every decoder's default.
@@ -58,6 +59,14 @@ class DecodeError(LabkitError, ValueError):
 
 class DecompressionBombError(DecodeError):
     """The image header claims more pixels than the decoder's ``max_pixels``."""
+
+
+def output_hw_of(size: Size) -> Tuple[int, int]:
+    """`target_hw` of a crop's ``size``, which names an output (never None: refused when the crop is made)."""
+    hw = target_hw(size)
+    if hw is None:
+        raise LabkitValueError("a crop needs an output size (an int or (height, width)), not None")
+    return hw
 
 
 def target_hw(size: Size) -> Optional[Tuple[int, int]]:
@@ -125,9 +134,23 @@ def refuse_oversized(width: int, height: int, max_pixels: int) -> None:
             "(a decompression bomb, or a genuinely huge image: then pass a larger max_pixels)")
 
 
+def pil_orientation(img: Image.Image) -> int:
+    """The EXIF orientation of an opened image (1, as stored, where it has none): read from the header alone."""
+    return img.getexif().get(EXIF_ORIENTATION, 1)
+
+
+def chw(pixels: np.ndarray) -> torch.Tensor:
+    """An H×W×3 uint8 array as a (3, H, W) tensor view: channels-last memory, which torch's resize keeps."""
+    return torch.from_numpy(pixels).permute(2, 0, 1)
+
+
+def pil_chw(img: Image.Image) -> torch.Tensor:
+    """An RGB Pillow image's pixels as a (3, H, W) uint8 tensor view of one copy of them."""
+    return chw(np.array(img, dtype=np.uint8))
+
+
 def to_rgb(img: Image.Image) -> Image.Image:
-    orientation = img.getexif().get(EXIF_ORIENTATION, 1)
-    if orientation != 1:
+    if pil_orientation(img) != 1:
         img = ImageOps.exif_transpose(img)
     if img.mode == "RGB":
         return img
@@ -142,7 +165,7 @@ def to_rgb(img: Image.Image) -> Image.Image:
 
 
 def pil_to_tensor(img: Image.Image) -> torch.Tensor:
-    return torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1).contiguous()
+    return pil_chw(img).contiguous()
 
 
 def torchvision_io():
@@ -188,14 +211,12 @@ def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool) ->
     img = open_image(data, max_pixels)
     try:
         if reduced and hw is not None and img.format == "JPEG":
-            rotated = img.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
-            img.draft("RGB", (hw[0], hw[1]) if rotated else (hw[1], hw[0]))
+            img.draft("RGB", (hw[0], hw[1]) if rotates(pil_orientation(img)) else (hw[1], hw[0]))
         img = to_rgb(img)
         if hw is None or img.size == (hw[1], hw[0]):
             return pil_to_tensor(img)
         if reduced:  # resize the H×W×C pixels through a C×H×W view: no copy before the resize
-            pixels = torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1)
-            return resize_uint8(pixels, hw).contiguous()
+            return resize_uint8(pil_chw(img), hw).contiguous()
         return pil_to_tensor(img.resize((hw[1], hw[0]), Image.BILINEAR))
     except (OSError, SyntaxError, ValueError) as e:
         raise DecodeError(describe_failure(data, e, f"cannot decode {img.format or 'image'}")) from None

@@ -18,7 +18,7 @@ from typing import Tuple
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.backends import MAX_PIXELS, Size, target_hw
+from labkit.decode.backends import MAX_PIXELS, Size, output_hw_of, target_hw
 from labkit.decode.crop_box import CropBox
 from labkit.decode.registry import decoder_info
 
@@ -42,9 +42,7 @@ class CenterCrop:
     @property
     def output_hw(self) -> Tuple[int, int]:
         """(height, width) of the images it makes."""
-        hw = target_hw(self.size)
-        assert hw is not None  # refused in __post_init__
-        return hw
+        return output_hw_of(self.size)
 
     def draw(self, height: int, width: int, index: int = 0, epoch: int = 0) -> CropBox:
         """The central box of an image of height x width, the same for every sample and epoch."""

@@ -17,6 +17,9 @@ import torch
 from labkit.core.errors import LabkitValueError
 
 DCT_SCALES = (8, 4, 2, 1)  # the power-of-two reductions libjpeg offers, largest first
+#: torchvision's ``RandomResizedCrop`` defaults: the box's share of the image area, and its aspect ratio range.
+DEFAULT_SCALE: Tuple[float, float] = (0.08, 1.0)
+DEFAULT_RATIO: Tuple[float, float] = (3 / 4, 4 / 3)
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,8 @@ class CropBox:
         return top, left, bottom, right
 
 
-def draw_box(height: int, width: int, rng: np.random.Generator, scale: Tuple[float, float] = (0.08, 1.0),
-             ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip: float = 0.5) -> CropBox:
+def draw_box(height: int, width: int, rng: np.random.Generator, scale: Tuple[float, float] = DEFAULT_SCALE,
+             ratio: Tuple[float, float] = DEFAULT_RATIO, flip: float = 0.5) -> CropBox:
     """torchvision's ``RandomResizedCrop.get_params`` (ten tries, then a central crop), then a flip with
     probability ``flip``, all drawn from ``rng``."""
     area = height * width

@@ -22,8 +22,9 @@ import torch
 from PIL import Image
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.backends import (EXIF_ORIENTATION, MAX_PIXELS, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, open_image,
-                                    pil_to_tensor, resize_uint8, to_rgb)
+from labkit.decode.backends import (MAX_PIXELS, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, chw, open_image, pil_chw,
+                                    pil_orientation, pil_to_tensor, resize_uint8, to_rgb)
+from labkit.decode.jpeg_orientation import rotates
 
 Stage = Tuple[str, Callable[[Any], Any]]
 StageChain = Callable[[Tuple[int, int]], List[Stage]]
@@ -39,8 +40,7 @@ def _decode_draft(hw: Tuple[int, int]) -> Callable[[bytes], Image.Image]:
     def decode(data: bytes) -> Image.Image:
         img = open_image(data, MAX_PIXELS)
         if img.format == "JPEG":
-            rotated = img.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8)
-            img.draft("RGB", (hw[0], hw[1]) if rotated else (hw[1], hw[0]))
+            img.draft("RGB", (hw[0], hw[1]) if rotates(pil_orientation(img)) else (hw[1], hw[0]))
         img = to_rgb(img)
         img.load()
         return img
@@ -94,14 +94,6 @@ def _resize_tensor(hw: Tuple[int, int]) -> Callable[[torch.Tensor], torch.Tensor
     return lambda img: img.contiguous() if tuple(img.shape[-2:]) == hw else resize_uint8(img, hw).contiguous()
 
 
-def _array_to_chw(img: Any) -> torch.Tensor:
-    return torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1)
-
-
-def _view_as_chw(pixels: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(pixels).permute(2, 0, 1)
-
-
 def _unchanged(img: torch.Tensor) -> torch.Tensor:
     return img
 
@@ -111,7 +103,7 @@ def pil_stages(hw: Tuple[int, int]) -> List[Stage]:
 
 
 def pil_reduced_stages(hw: Tuple[int, int]) -> List[Stage]:
-    return [("decode", _decode_draft(hw)), ("to-tensor", _array_to_chw), ("resize", _resize_tensor(hw))]
+    return [("decode", _decode_draft(hw)), ("to-tensor", pil_chw), ("resize", _resize_tensor(hw))]
 
 
 def torchvision_stages(hw: Tuple[int, int]) -> List[Stage]:
@@ -123,4 +115,4 @@ def torchcodec_stages(hw: Tuple[int, int]) -> List[Stage]:
 
 
 def simplejpeg_stages(hw: Tuple[int, int]) -> List[Stage]:
-    return [("decode", _decode_simplejpeg(hw)), ("to-tensor", _view_as_chw), ("resize", _resize_tensor(hw))]
+    return [("decode", _decode_simplejpeg(hw)), ("to-tensor", chw), ("resize", _resize_tensor(hw))]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import Callable, Tuple
 
-import numpy as np
 import torch
 from PIL import Image
 
 from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale
-from labkit.decode.backends import (EXIF_ORIENTATION, MAX_PIXELS, DecodeError, Decoder, describe_failure, open_image,
-                                    to_rgb)
+from labkit.decode.backends import (MAX_PIXELS, DecodeError, Decoder, describe_failure, open_image, pil_chw,
+                                    pil_orientation, to_rgb)
+from labkit.decode.jpeg_orientation import rotates
 
 Draw = Callable[[int, int], CropBox]
 CropDecoder = Callable[[bytes, Draw, Tuple[int, int], int], torch.Tensor]
@@ -24,7 +24,7 @@ CropDecoder = Callable[[bytes, Draw, Tuple[int, int], int], torch.Tensor]
 def displayed_hw(header: Image.Image) -> Tuple[int, int]:
     """(height, width) of an opened image as shown, its EXIF orientation applied (header only, no pixels)."""
     w, h = header.size
-    return (w, h) if header.getexif().get(EXIF_ORIENTATION, 1) in (5, 6, 7, 8) else (h, w)
+    return (w, h) if rotates(pil_orientation(header)) else (h, w)
 
 
 def crop_pil_reduced(data: bytes, draw: Draw, output_hw: Tuple[int, int], max_pixels: int = MAX_PIXELS) -> torch.Tensor:
@@ -39,7 +39,7 @@ def crop_pil_reduced(data: bytes, draw: Draw, output_hw: Tuple[int, int], max_pi
             img.draft("RGB", (max(1, stored_w // s), max(1, stored_h // s)))
         img = to_rgb(img)
         if s == 1:  # full detail: the box is whole pixels, and torch's uint8 kernel is the faster resize
-            return crop_resize_flip(torch.from_numpy(np.array(img, dtype=np.uint8)).permute(2, 0, 1), box, output_hw)
+            return crop_resize_flip(pil_chw(img), box, output_hw)
         # Scaled: the box falls between pixels; PIL resizes exactly that region, its sub-pixel edges included.
         fy, fx = img.size[1] / box.image_hw[0], img.size[0] / box.image_hw[1]
         region = (box.left * fx, box.top * fy, (box.left + box.width) * fx, (box.top + box.height) * fy)
@@ -48,7 +48,7 @@ def crop_pil_reduced(data: bytes, draw: Draw, output_hw: Tuple[int, int], max_pi
         raise DecodeError(describe_failure(data, e, f"cannot decode {img.format or 'image'}")) from None
     if box.flip:
         out = out.transpose(Image.FLIP_LEFT_RIGHT)
-    return torch.from_numpy(np.array(out, dtype=np.uint8)).permute(2, 0, 1).contiguous()
+    return pil_chw(out).contiguous()
 
 
 def crop_after_decode(decoder: Decoder) -> CropDecoder:

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.backends import MAX_PIXELS, DecodeError, Size, target_hw
-from labkit.decode.crop_box import CropBox, draw_box
+from labkit.decode.backends import MAX_PIXELS, DecodeError, Size, output_hw_of, target_hw
+from labkit.decode.crop_box import DEFAULT_RATIO, DEFAULT_SCALE, CropBox, draw_box
 from labkit.decode.registry import decoder_info
 
 
@@ -38,8 +38,8 @@ class RandomResizedCrop:
     """
 
     size: Size = 224
-    scale: Tuple[float, float] = (0.08, 1.0)
-    ratio: Tuple[float, float] = (3 / 4, 4 / 3)
+    scale: Tuple[float, float] = DEFAULT_SCALE
+    ratio: Tuple[float, float] = DEFAULT_RATIO
     flip: float = 0.5
     seed: int = 0
 
@@ -57,9 +57,7 @@ class RandomResizedCrop:
     @property
     def output_hw(self) -> Tuple[int, int]:
         """(height, width) of the images it makes."""
-        hw = target_hw(self.size)
-        assert hw is not None  # refused in __post_init__
-        return hw
+        return output_hw_of(self.size)
 
     def generator(self, index: int, epoch: int = 0) -> np.random.Generator:
         """The generator of sample ``index``'s draws in ``epoch``: the same in any process, any order."""

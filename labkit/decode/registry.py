@@ -27,6 +27,7 @@ from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, TORCHCODEC_FORMATS,
 from labkit.decode.pil_crop import CropDecoder, crop_after_decode, crop_pil_reduced
 
 PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
+JPEG_ONLY: FrozenSet[str] = frozenset({"JPEG"})  # libjpeg-turbo's decoders
 #: The order in which the kit prefers decoders for speed (measured in benchmarks/train_pipeline.py).
 PREFERRED = ("turbojpeg", "simplejpeg", "pil-reduced")
 #: The decoder name for pixels stored already decoded (a decoded pack): nothing is decoded.
@@ -75,10 +76,10 @@ def _known() -> List[Tuple[DecoderInfo, bool]]:
                      frozenset(TORCHCODEC_FORMATS), False, False, True, decoder_stages.torchcodec_stages,
                      "pip install 'torch-labkit[torchcodec]'", optional=True), _optional("torchcodec")),
         (DecoderInfo("simplejpeg", decode_simplejpeg, crop_simplejpeg, "simplejpeg (libjpeg-turbo 3) + torch resize",
-                     frozenset({"JPEG"}), True, True, True, decoder_stages.simplejpeg_stages,
+                     JPEG_ONLY, True, True, True, decoder_stages.simplejpeg_stages,
                      "pip install simplejpeg"), _optional("simplejpeg")),
         (DecoderInfo("turbojpeg", decode_simplejpeg, turbojpeg_region.crop_turbojpeg,
-                     "TurboJPEG 3 region decode (crops); simplejpeg (whole images)", frozenset({"JPEG"}), True, True,
+                     "TurboJPEG 3 region decode (crops); simplejpeg (whole images)", JPEG_ONLY, True, True,
                      True, decoder_stages.simplejpeg_stages, turbojpeg_region.INSTALL), turbojpeg_region.available()),
     ]
 

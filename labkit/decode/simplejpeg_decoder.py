@@ -23,9 +23,9 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import torch
 
-from labkit.decode.crop_box import CropBox, dct_scale, reduction_for
-from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, decode_pil_reduced, describe_failure,
-                                    refuse_oversized, resize_uint8, target_hw)
+from labkit.decode.crop_box import CropBox, reduction_for
+from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, chw, decode_pil_reduced,
+                                    describe_failure, refuse_oversized, resize_uint8, target_hw)
 from labkit.decode.jpeg_orientation import exif_orientation, orient, rotates
 from labkit.decode.pil_crop import crop_pil_reduced
 
@@ -85,11 +85,6 @@ def decode_scaled(data: bytes, height: int, width: int, scale: int) -> np.ndarra
 def displayed(pixels: np.ndarray, orientation: int) -> np.ndarray:
     """Stored pixels → as shown (EXIF applied), C-contiguous so torch can view them."""
     return pixels if orientation == 1 else np.ascontiguousarray(orient(pixels, orientation))
-
-
-def chw(pixels: np.ndarray) -> torch.Tensor:
-    """An H×W×3 array as a (3, H, W) tensor view: channels-last memory, which torch's resize keeps."""
-    return torch.from_numpy(pixels).permute(2, 0, 1)
 
 
 def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:

@@ -30,7 +30,7 @@ import torch
 
 from labkit.core.errors import LabkitValueError
 from labkit.decode.backends import Size, target_hw
-from labkit.decode.crop_box import draw_box
+from labkit.decode.crop_box import DEFAULT_RATIO, DEFAULT_SCALE, draw_box
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, normalize_affine
 
 Keys = Union[Sequence[int], torch.Tensor]
@@ -43,8 +43,8 @@ class BatchRandomResizedCrop:
     uniformly from [1 - b, 1 + b]; out comes float32, normalised with ``mean``/``std`` (``None``: 0..255)."""
 
     size: Size = 224
-    scale: Tuple[float, float] = (0.08, 1.0)
-    ratio: Tuple[float, float] = (3 / 4, 4 / 3)
+    scale: Tuple[float, float] = DEFAULT_SCALE
+    ratio: Tuple[float, float] = DEFAULT_RATIO
     flip: float = 0.5
     brightness: float = 0.0
     contrast: float = 0.0

@@ -8,7 +8,6 @@ import threading
 import pytest
 import torch
 from conftest import OUT
-from torch.utils.data import DataLoader
 
 from labkit.collate.batching import stack_uint8
 from labkit.core import cpus as cpu_budget_module

@@ -1,6 +1,5 @@
 """EpochTagged: the epoch travels with each index or batch into the workers, persistent ones included."""
 
-import pickle
 
 import pytest
 import torch
