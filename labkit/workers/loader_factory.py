@@ -143,7 +143,9 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
     inner: DataLoader = loader.loader if hang_timeout else loader  # type: ignore[attr-defined]
     attributes = {name: getattr(inner, name) for name in TORCH_ATTRIBUTES}
     attributes.update(dataset=dataset, batch_size=batch_size, drop_last=drop_last if batch_sampler is None else False,
-                      batch_sampler=batches, timeout=kwargs.get("timeout", 0), worker_init_fn=worker_init_fn)
+                      timeout=kwargs.get("timeout", 0), worker_init_fn=worker_init_fn)
+    if order is not None:  # the batches made here (or given), not their epoch-tagged wrapper
+        attributes["batch_sampler"] = batches
     if order is not None and batch_sampler is None:
         attributes["sampler"] = order
     if profile or (profile is None and profile_enabled()):

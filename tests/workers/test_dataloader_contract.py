@@ -135,6 +135,12 @@ def test_the_attributes_trainers_read_are_a_dataloader_s(kwargs):
         assert list(ours.batch_sampler) == list(theirs.batch_sampler)
 
 
+def test_an_iterable_dataset_s_attributes_are_a_dataloader_s():
+    ours, theirs = make_loader(SelfSplitting(), batch_size=5, num_workers=0), DataLoader(SelfSplitting(), batch_size=5)
+    assert (ours.batch_size, ours.drop_last, type(ours.sampler)) == (5, False, type(theirs.sampler))
+    assert type(ours.batch_sampler) is type(theirs.batch_sampler) and ours.batch_sampler.batch_size == 5
+
+
 def test_a_batch_sampler_s_attributes_are_a_dataloader_s():
     batches = BatchSampler(SequentialSampler(range(10)), 3, drop_last=False)
     ours, theirs = make_loader(Named(), batch_sampler=batches, num_workers=0), DataLoader(Named(), batch_sampler=batches)
