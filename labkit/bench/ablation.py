@@ -140,7 +140,9 @@ class AblationSettings:
     def resolved_num_workers(self) -> int:
         """``num_workers``, else `labkit.core.cpus`'s: the rank's CPUs measuring a loader alone, one left for a
         model."""
-        return cpu_budget(main_process_steps=self.model).workers_per_rank if self.num_workers is None else self.num_workers
+        if self.num_workers is not None:
+            return self.num_workers
+        return cpu_budget(main_process_steps=self.model).workers_per_rank
 
 
 @dataclass

@@ -52,13 +52,19 @@ class CpuBudget:
     cpus: int  #: usable CPUs of this node (this process's affinity)
     ranks: int  #: training processes sharing them
     source: str  #: where ``ranks`` came from
-    workers_per_rank: int  #: DataLoader workers a rank's loader starts by default
+    main_process_steps: bool = True  #: one of the rank's CPUs kept for its main process (the model's step)
     max_workers: int = MAX_WORKERS
 
     @property
     def share(self) -> int:
         """This rank's CPUs: the node's divided by its ranks, at least 1."""
         return max(1, self.cpus // self.ranks)
+
+    @property
+    def workers_per_rank(self) -> int:
+        """DataLoader workers a rank's loader starts by default: its share, less the main process's CPU when it
+        steps, at least 1 and at most `max_workers`."""
+        return max(1, min(self.max_workers, self.share - (1 if self.main_process_steps else 0)))
 
     def decode_threads(self, workers: int) -> int:
         """Decoding threads in each loader process of a rank with ``workers`` workers (0: the main process
@@ -96,6 +102,4 @@ def cpu_budget(ranks: Optional[int] = None, cpus: Optional[int] = None, main_pro
     cpus = usable_cpus() if cpus is None else cpus
     if cpus < 1 or ranks < 1:
         raise LabkitValueError(f"cpus={cpus}, ranks={ranks}: a budget needs at least 1 of each")
-    share = max(1, cpus // ranks)
-    workers = max(1, min(max_workers, share - (1 if main_process_steps else 0)))
-    return CpuBudget(int(cpus), int(ranks), source, workers, max_workers)
+    return CpuBudget(int(cpus), int(ranks), source, main_process_steps, max_workers)

@@ -63,17 +63,18 @@ def epoch_scope(epoch: Optional[int]) -> Iterator[None]:
         _SCOPE.reset(token)
 
 
+def _scoped(default: int) -> int:
+    scoped = _SCOPE.get()
+    return default if scoped is None else scoped
+
+
 def epochs_of(indices: Sequence[Any], default: int) -> List[int]:
     """`epoch_of` each index of a batch, the scope looked up once for the batch (no Python call per sample)."""
-    scoped = _SCOPE.get()
-    shared = default if scoped is None else scoped
-    return [i.epoch if type(i) is EpochIndex else shared for i in indices]
+    shared = _scoped(default)
+    return [i.epoch if isinstance(i, EpochIndex) else shared for i in indices]
 
 
 def epoch_of(index: Any, default: int) -> int:
     """The epoch an index was drawn for: its own (`EpochIndex`), else the `epoch_scope` it is fetched in, else
     ``default`` (the dataset's `set_epoch`)."""
-    if isinstance(index, EpochIndex):
-        return index.epoch
-    scoped = _SCOPE.get()
-    return default if scoped is None else scoped
+    return index.epoch if isinstance(index, EpochIndex) else _scoped(default)

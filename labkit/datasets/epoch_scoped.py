@@ -30,9 +30,10 @@ class EpochScoped(PassThrough, Dataset):
         return len(self.dataset)  # type: ignore[arg-type]
 
     def __getitem__(self, index: Any) -> Any:
-        epoch = index.epoch if isinstance(index, EpochIndex) else None
-        with epoch_scope(epoch):
-            return self.dataset[int(index) if isinstance(index, EpochIndex) else index]
+        if not isinstance(index, EpochIndex):
+            return self.dataset[index]
+        with epoch_scope(index.epoch):
+            return self.dataset[int(index)]
 
     def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
         epoch = getattr(indices, "epoch", None)

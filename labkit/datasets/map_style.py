@@ -36,6 +36,7 @@ from torch.utils.data import Dataset
 from labkit.core.epoch_index import epoch_of
 from labkit.core.errors import LabkitError, LabkitIndexError, LabkitTypeError, LabkitValueError
 from labkit.core.host_buffers import batch_buffer
+from labkit.core.indices import wrap_indices
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike, StringTable
 from labkit.datasets.batch_decode import BatchDecoder
@@ -204,12 +205,7 @@ class LabeledImageDataset(Dataset):
 
     def _check_indices(self, indices: Sequence[int]) -> List[int]:
         """`_check_index` of a whole batch, at once."""
-        n = len(self)
-        asked = np.asarray(indices, dtype=np.int64).reshape(-1)
-        outside = np.flatnonzero((asked < -n) | (asked >= n))
-        if len(outside):
-            self._check_index(int(asked[outside[0]]))  # raises, naming the first
-        return (asked % max(n, 1)).tolist()
+        return wrap_indices(indices, len(self), self._check_index).tolist()
 
     def _try_load(self, index: int, epoch: int) -> Sample:
         try:

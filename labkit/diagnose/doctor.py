@@ -157,8 +157,8 @@ def check_decode_threads(plan: LoaderPlan, cpus: int) -> Finding:
             f"{threads * processes} on {count(cpus, 'CPU')}")
     if threads * processes > cpus:
         return Finding("warn", "decode threads", text + ": more than the cores, so they take turns",
-                       f"decode_threads={budget.decode_threads(plan.num_workers)} (or None: labkit.core.cpus.cpu_budget "
-                       "shares the rank's CPUs)")
+                       f"decode_threads={budget.decode_threads(plan.num_workers)} (or None: "
+                       "labkit.core.cpus.cpu_budget shares the rank's CPUs)")
     return Finding("ok", "decode threads", text)
 
 

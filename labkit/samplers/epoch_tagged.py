@@ -4,8 +4,9 @@ Per-sample random augmentation drawn in the workers (`labkit.decode.random_crop`
 (seed, epoch, index); wrapping the sampler hands every worker the epoch with each batch, persistent
 workers included: a batch sampler's lists become `EpochBatch` lists (plain ``int`` indices and the epoch),
 a sampler's indices `EpochIndex` ints. The epoch is the wrapped sampler's own (``.epoch``, as labkit's resumable
-samplers and ``DistributedSampler`` keep it; a ``BatchSampler``'s is its sampler's) when it has one, else the count of passes so far; `set_epoch`,
-``state_dict`` and ``load_state_dict`` are the wrapped sampler's, so a resumed run tags as the first did.
+samplers and ``DistributedSampler`` keep it; a ``BatchSampler``'s is its sampler's) when it has one, else the
+count of passes so far; `set_epoch`, ``state_dict`` and ``load_state_dict`` are the wrapped sampler's, so a
+resumed run tags as the first did.
 """
 
 from __future__ import annotations

@@ -33,6 +33,7 @@ from labkit.core.atomic import clear_dead_temporaries, publish, temporary_name
 from labkit.core.disk_space import disk_full_error, is_disk_full
 from labkit.core.errors import (LabkitError, LabkitFileNotFoundError, LabkitIndexError, LabkitOSError, LabkitTypeError,
                                 LabkitValueError)
+from labkit.core.indices import wrap_indices
 from labkit.core.string_table import PathLike, StringTable, printable
 
 MAGIC = b"LABKPACK"
@@ -335,12 +336,7 @@ class PackReader:
     def read_many(self, indices: Sequence[int]) -> List[bytes]:
         """Bytes of many samples (a batch), in the order asked, each checked against its CRC32: one call for the
         batch, so a batch costs no Python call per sample. A damaged sample raises, naming the first."""
-        n = len(self)
-        checked = np.asarray(indices, dtype=np.int64).reshape(-1)
-        outside = np.flatnonzero((checked < -n) | (checked >= n))
-        if len(outside):
-            self._check_index(int(checked[outside[0]]))  # raises, naming it
-        checked %= max(n, 1)
+        checked = wrap_indices(indices, len(self), self._check_index)
         blobs = self._blobs()
         starts = self._offsets[checked].astype(np.int64)
         spans = zip(starts.tolist(), (starts + self._lengths[checked].astype(np.int64)).tolist())

@@ -258,7 +258,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_autotune)
 
     p = sub.add_parser("doctor", help="check a loader configuration against this machine (/dev/shm, CPUs, threads)")
-    p.add_argument("--workers", type=int, default=None, help="num_workers per rank (default: make_loader's, this node's CPUs shared by --ranks-per-node)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="num_workers per rank (default: make_loader's, this node's CPUs shared by --ranks-per-node)")
     p.add_argument("--prefetch", type=int, default=2, help="prefetch_factor (default 2)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image", type=_image_shape, default=(3, 256, 256), help="CxHxW of one sample (default 3x256x256)")

@@ -77,8 +77,8 @@ class StatefulLoader(PassThrough):
 
     @property
     def batches_left(self) -> int:
-        """The batches still to come in the pass in progress (or left early), else in the next pass: after a mid-epoch resume,
-        the rest of that epoch (``len()`` stays the whole epoch's, as torch defines it)."""
+        """The batches still to come in the pass in progress (or left early), else in the next pass: after a
+        mid-epoch resume, the rest of that epoch (``len()`` stays the whole epoch's, as torch defines it)."""
         if self._order is None:
             return len(self) - (self._steps if self._in_pass else 0)
         start, taken = (self._start, self._steps) if self._in_pass else (self._order.next_start[1], 0)
