@@ -10,7 +10,8 @@ buffer and one offsets array — are two objects, however many strings they hold
 from __future__ import annotations
 
 import os
-from typing import Iterable, Iterator, Sequence, Union
+import sys
+from typing import Iterable, Iterator, List, Sequence, Union
 
 import numpy as np
 
@@ -80,6 +81,16 @@ class StringTable:
         np.cumsum(lengths, out=offsets[1:])
         gather = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
         return StringTable(self.blob[gather], offsets)
+
+    def strings(self, indices: Union[np.ndarray, Sequence[int]]) -> List[str]:
+        """The strings at ``indices`` (each in ``[0, len)``), as a list: one call for a batch, with no Python call
+        per string (each is decoded as `os.fsdecode` does)."""
+        idx = np.asarray(indices, dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
+            raise LabkitIndexError(f"string indices out of range for {len(self)} strings")
+        blob, encoding, errors = self.blob, sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+        spans = zip(self.offsets[idx].tolist(), self.offsets[idx + 1].tolist())
+        return [blob[start:end].tobytes().decode(encoding, errors) for start, end in spans]
 
     def __len__(self) -> int:
         return len(self.offsets) - 1

@@ -18,16 +18,19 @@ without the batch path.
 from __future__ import annotations
 
 import threading
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 
 from labkit.core.cpus import cpu_budget
-from labkit.core.epoch_index import epochs_of
 from labkit.core.errors import LabkitValueError
 from labkit.core.host_buffers import batch_buffer
+from labkit.decode.batch_crop import BoxesFor, ShareCropper, ShareOutcome, Source
+
+T = TypeVar("T")
+
 
 def threads_here(asked: Optional[int]) -> int:
     """The decoding threads this process uses: ``asked``, or the share of the cores a DataLoader worker
@@ -56,46 +59,71 @@ class BatchDecoder:
     def __repr__(self) -> str:
         return f"BatchDecoder(threads={self.threads if self.threads is not None else 'auto'})"
 
-    def _map(self, work: Callable[[int], None], rows: Sequence[int]) -> None:
-        threads = min(threads_here(self.threads), len(rows))
+    def map_shares(self, work: Callable[[Sequence[int]], T], rows: Sequence[int]) -> List[T]:
+        """``work(share)`` for contiguous shares of ``rows``, one per thread (the calling thread takes the first, unless
+        torch's kernels must run on one thread each: see below), and what each returned, in share order; the first
+        exception any raised is raised here."""
+        threads = max(1, min(threads_here(self.threads), len(rows)))
         shares = [rows[k * len(rows) // threads:(k + 1) * len(rows) // threads] for k in range(threads)]
+        results: List[Any] = [None] * threads
         raised: List[BaseException] = []
+        # torch's kernels (the resize) each start torch.get_num_threads() OpenMP threads: with several decode threads
+        # in a process that keeps more than one (the main process; a worker keeps one), they would fight over the
+        # cores. So each decode thread then runs its kernels on one thread (an OpenMP setting of that thread alone),
+        # and the calling thread, whose setting is the user's, only waits.
+        intra_op = torch.get_num_threads()
+        serial_kernels = threads > 1 and intra_op > 1
 
-        def run(share: Sequence[int]) -> None:
+        def run(k: int) -> None:
             try:
-                for k in share:
-                    work(k)
+                if serial_kernels:
+                    torch.set_num_threads(1)
+                results[k] = work(shares[k])
             except BaseException as error:  # re-raised in the calling thread, with its traceback
                 raised.append(error)
 
-        helpers = [threading.Thread(target=run, args=(share,), name="labkit-decode", daemon=True)
-                   for share in shares[1:]]
+        first = 0 if serial_kernels else 1
+        helpers = [threading.Thread(target=run, args=(k,), name="labkit-decode", daemon=True)
+                   for k in range(first, threads)]
         for helper in helpers:
             helper.start()
-        run(shares[0])
+        if not serial_kernels:
+            run(0)
         for helper in helpers:
             helper.join()
+        if serial_kernels:
+            torch.set_num_threads(intra_op)  # the default a thread started later takes: the user's, not the helpers'
         if raised:
             raise raised[0]
+        return results
 
-    def fill(self, indices: Sequence[int], checked: Sequence[int], order: np.ndarray, image_shape: Tuple[int, ...],
-             load: Callable[[int, int], torch.Tensor], default_epoch: int, failures: Tuple[type, ...],
-             out: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, List[int]]:
-        """One uint8 tensor of ``len(indices)`` rows of ``image_shape`` (``out`` where given), row ``k`` =
-        ``load(checked[k], epoch)``, loaded in ``order``; and the rows whose load raised one of ``failures``
-        (left unwritten)."""
-        shape = (len(checked), *image_shape)
-        if out is not None and (tuple(out.shape) != shape or out.dtype != torch.uint8):
-            raise LabkitValueError(f"out is a {out.dtype} tensor of shape {tuple(out.shape)}; this batch needs uint8 "
-                                   f"{shape}")
-        batch = batch_buffer(shape) if out is None else out
-        failed: List[int] = []
-        epochs = epochs_of(indices, default_epoch)  # here: the epoch scope is this thread's
+    def load_rows(self, batch: torch.Tensor, rows: Sequence[int], load: Callable[[int], torch.Tensor],
+                  failures: Tuple[type, ...]) -> List[int]:
+        """Row ``k`` of ``batch`` = ``load(k)`` for each of ``rows`` (one call a sample: the path for decoders and
+        storage without a batch loop of their own); the rows whose load raised one of ``failures``."""
+        def work(share: Sequence[int]) -> List[int]:
+            failed = []
+            for k in share:
+                try:
+                    batch[k].copy_(load(k))
+                except failures:
+                    failed.append(k)
+            return failed
+        return sorted(k for failed in self.map_shares(work, rows) for k in failed)
 
-        def work(k: int) -> None:
-            try:
-                batch[k].copy_(load(checked[k], epochs[k]))
-            except failures:
-                failed.append(k)
-        self._map(work, [int(k) for k in order])
-        return batch, sorted(failed)
+    def crop_rows(self, batch: torch.Tensor, rows: Sequence[int], sources: Sequence[Source], boxes_for: BoxesFor,
+                  crop_share: ShareCropper, max_pixels: int) -> ShareOutcome:
+        """Each of ``rows`` of ``batch`` cropped from ``sources`` by a decoder's own batch loop (``crop_share``,
+        `labkit.decode.batch_crop`): the rows that failed, and those it handed back for the per-sample path."""
+        outcomes = self.map_shares(lambda share: crop_share(share, sources, boxes_for, batch, max_pixels), rows)
+        return ShareOutcome(sorted(k for o in outcomes for k in o.failed),
+                            sorted(k for o in outcomes for k in o.handed_back))
+
+
+def batch_tensor(rows: int, image_shape: Tuple[int, ...], out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """A uint8 batch of ``rows`` images of ``image_shape``: ``out`` (a batch slot) where given, checked, else new."""
+    shape = (rows, *image_shape)
+    if out is not None and (tuple(out.shape) != shape or out.dtype != torch.uint8):
+        raise LabkitValueError(f"out is a {out.dtype} tensor of shape {tuple(out.shape)}; this batch needs uint8 "
+                               f"{shape}")
+    return batch_buffer(shape) if out is None else out

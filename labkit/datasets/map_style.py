@@ -33,16 +33,17 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from labkit.core.epoch_index import epoch_of
+from labkit.core.epoch_index import epoch_of, epochs_of
 from labkit.core.errors import LabkitError, LabkitIndexError, LabkitTypeError, LabkitValueError
 from labkit.core.host_buffers import batch_buffer
 from labkit.core.indices import wrap_indices
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike, StringTable
-from labkit.datasets.batch_decode import BatchDecoder
+from labkit.datasets.batch_decode import BatchDecoder, batch_tensor
 from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, target_hw
 from labkit.decode.center_crop import CenterCrop
-from labkit.decode.crop_box import crop_resize_flip
+from labkit.decode.batch_crop import BoxesFor, ShareCropper, Source
+from labkit.decode.crop_box import crop_resize_flip, whole_images
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import crops_in_decode, decoder_info, get_decoder, preferred_decoder
 from labkit.storage.image_folder import scan_image_folder
@@ -177,10 +178,15 @@ class LabeledImageDataset(Dataset):
         epoch with each batch instead (`labkit.datasets.epoch_scoped`)."""
         self.epoch = int(epoch)
 
-    def read_raws(self, indices: Sequence[int]) -> Optional[List[Any]]:
-        """Samples ``indices`` (checked) as stored, read at once for a batch where the storage reads a batch in one
-        call (a pack: one slice of its offsets, every checksum checked); None where each sample is best read by
-        the thread that decodes it (files: the reads then overlap)."""
+    def batch_sources(self, indices: np.ndarray) -> Optional[List[Source]]:
+        """Samples ``indices`` (checked) for a batch, in one call: their bytes where the storage reads a batch at once
+        (a pack: one slice of its offsets, every checksum checked), or their files' paths, each read by the thread
+        that decodes it (the reads then overlap); None where the storage has neither (one `read_raw` a sample)."""
+        return None
+
+    @property
+    def crop_share(self) -> Optional[ShareCropper]:
+        """The decoder's own loop over a share of a batch (`labkit.decode.batch_crop`), or None (a call a sample)."""
         return None
 
     def load_raw(self, raw: Any, index: int, epoch: int) -> torch.Tensor:
@@ -255,33 +261,50 @@ class LabeledImageDataset(Dataset):
 
         Where every image has one shape and there is no ``transform``, the images are the rows of one uint8
         tensor, decoded by `decode_threads` threads: ``out`` if given (a batch slot: `labkit.workers.shared_slots`),
-        else a new one; a sample that fails is fetched again on its own, so it is named (or substituted under
-        ``on_error="skip"``) as by ``ds[i]``."""
+        else a new one. The batch is planned once: its indices, their epochs and every crop's random draws, made
+        for the whole batch (`labkit.decode.crop_box.counter_uniforms`); read once (`batch_sources`); and decoded
+        by the decoder's own loop over each thread's share where it has one (`crop_share`). A sample that fails is
+        fetched again on its own, so it is named (or substituted under ``on_error="skip"``) as by ``ds[i]``."""
         checked = self._check_indices(indices)
-        order = np.argsort(self._storage_order(checked), kind="stable")
+        order = np.argsort(self._storage_order(checked), kind="stable").tolist()
         if not (self.fills_batches and self.transform is None and self.size is not None and checked):
-            out: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
+            samples: List[Sample] = [None] * len(checked)  # type: ignore[list-item]
             for k in order:
-                out[k] = self[indices[k]]  # as it came, in this thread's epoch scope
-            return out
-        in_storage_order = [checked[k] for k in order]
+                samples[k] = self[indices[k]]  # as it came, in this thread's epoch scope
+            return samples
+        batch = batch_tensor(len(checked), (3, *self.size), out)
+        rows = np.asarray(checked, dtype=np.int64)
+        epochs = np.asarray(epochs_of(indices, self.epoch), dtype=np.int64)
         try:
-            read = self.read_raws(in_storage_order)
+            sources = self.batch_sources(rows)
         except _LOAD_ERRORS:  # one cannot be read: each is read again on its own, so that one is named or skipped
-            read = None
-        raws = {} if read is None else dict(zip(in_storage_order, read))
-
-        def load(index: int, epoch: int) -> torch.Tensor:
-            raw = raws.get(index)
-            return self._load(index, epoch) if raw is None else self.load_raw(raw, index, epoch)
-
-        batch, failed = self._batches.fill(indices, checked, order, (3, *self.size), load if raws else self._load,
-                                           self.epoch, _LOAD_ERRORS, out)
+            sources = None
+        crop_share = self.crop_share if sources is not None else None
+        if crop_share is not None:
+            left = self._batches.crop_rows(batch, order, sources, self._boxes_for(rows, epochs), crop_share,
+                                           self.max_pixels)
+            failed, apart = left.failed, left.handed_back
+        else:
+            failed, apart = [], order
+        if apart:
+            def load(k: int) -> torch.Tensor:
+                source = None if sources is None else sources[k]
+                raw = self.read_raw(checked[k]) if source is None or isinstance(source, str) else source
+                return self.load_raw(raw, checked[k], int(epochs[k]))
+            failed = sorted(failed + self._batches.load_rows(batch, apart, load, _LOAD_ERRORS))
         labels = [int(self.labels[i]) for i in checked]
         for k in failed:
             image, labels[k] = self[indices[k]]  # raises SampleError naming it, or gives its substitute
             batch[k].copy_(image)
-        return [(batch[k], labels[k]) for k in range(len(checked))]
+        return list(zip(batch, labels))
+
+    def _boxes_for(self, rows: np.ndarray, epochs: np.ndarray) -> BoxesFor:
+        """The batch's plan for a share of it: its rows' crop boxes (or whole images, for a plain resize), drawn
+        together from their indices and epochs."""
+        crop = self.crop
+        if crop is None:
+            return lambda share, image_hw: whole_images(image_hw)
+        return lambda share, image_hw: crop.draw_many(image_hw, rows[share], epochs[share])
 
     def _storage_order(self, indices: List[int]) -> np.ndarray:
         return np.asarray(indices)
@@ -347,6 +370,11 @@ class EncodedImages:
         self.size = output_hw(size, 256, crop)
         self.max_pixels = max_pixels
 
+    @property
+    def crop_share(self) -> Optional[ShareCropper]:
+        """The decoder's own loop over a share of a batch, where its record has one."""
+        return decoder_info(self.decoder).crop_share
+
     def decode_raw(self, raw: bytes) -> torch.Tensor:
         """The sample's bytes decoded to ``size``."""
         return self._decode(raw, self.size, self.max_pixels)
@@ -388,6 +416,13 @@ class ImageFilesDataset(EncodedImages, LabeledImageDataset):
     def read_raw(self, index: int) -> bytes:
         with open(self.sample_path(index), "rb") as f:
             return f.read()
+
+    def batch_sources(self, indices: np.ndarray) -> List[str]:
+        paths = self.relpaths.strings(indices)
+        if os.name != "posix" or not self.root:
+            return [os.path.join(self.root, path) for path in paths]
+        prefix = os.path.join(self.root, "")  # os.path.join's result, without its Python calls per path
+        return [path if path[:1] == "/" else prefix + path for path in paths]
 
     def __repr__(self) -> str:
         return (f"{type(self).__name__}({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
@@ -446,7 +481,7 @@ class PackedDataset(EncodedImages, PackBackedDataset):
     def read_raw(self, index: int) -> bytes:
         return self.reader.read(index)
 
-    def read_raws(self, indices: Sequence[int]) -> Optional[List[bytes]]:
+    def batch_sources(self, indices: np.ndarray) -> List[bytes]:
         return self.reader.read_many(indices)
 
     def __repr__(self) -> str:

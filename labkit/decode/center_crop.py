@@ -13,13 +13,14 @@ validation set differ only in it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Tuple
 
+import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
 from labkit.decode.backends import MAX_PIXELS, Size, output_hw_of, target_hw
-from labkit.decode.crop_box import CropBox
+from labkit.decode.crop_box import CropBox, CropBoxes, image_sizes
 from labkit.decode.registry import decoder_info
 
 
@@ -44,15 +45,26 @@ class CenterCrop:
         """(height, width) of the images it makes."""
         return output_hw_of(self.size)
 
+    def draw_many(self, image_hw: Any, indices: Any = None, epochs: Any = None) -> CropBoxes:
+        """The central boxes of images of ``image_hw`` ((height, width) each), at once; the same for every
+        sample and epoch (``indices`` and ``epochs`` are taken, as a random crop's are, and not used)."""
+        hw = image_sizes(image_hw)
+        height, width = hw[:, 0], hw[:, 1]
+        shorter = np.minimum(height, width)
+        f = shorter / self.resize  # stored pixels per pixel of the resized image
+        resized_h = (self.resize * height / shorter).astype(np.int64)
+        resized_w = (self.resize * width / shorter).astype(np.int64)
+        out_h, out_w = self.output_hw
+        top, left = np.rint((resized_h - out_h) / 2), np.rint((resized_w - out_w) / 2)  # torchvision's CenterCrop
+        box_h = np.minimum(height, np.maximum(1, np.rint(out_h * f))).astype(np.int64)
+        box_w = np.minimum(width, np.maximum(1, np.rint(out_w * f))).astype(np.int64)
+        return CropBoxes(np.minimum(height - box_h, np.rint(top * f)).astype(np.int64),
+                         np.minimum(width - box_w, np.rint(left * f)).astype(np.int64), box_h, box_w,
+                         np.zeros(len(hw), dtype=bool), hw)
+
     def draw(self, height: int, width: int, index: int = 0, epoch: int = 0) -> CropBox:
         """The central box of an image of height x width, the same for every sample and epoch."""
-        f = min(height, width) / self.resize  # stored pixels per pixel of the resized image
-        resized = (int(self.resize * height / min(height, width)), int(self.resize * width / min(height, width)))
-        out_h, out_w = self.output_hw
-        top, left = round((resized[0] - out_h) / 2), round((resized[1] - out_w) / 2)  # torchvision's CenterCrop
-        box_h, box_w = min(height, max(1, round(out_h * f))), min(width, max(1, round(out_w * f)))
-        return CropBox(min(height - box_h, round(top * f)), min(width - box_w, round(left * f)), box_h, box_w, False,
-                       (height, width))
+        return self.draw_many((height, width))[0]
 
     def decode(self, data: bytes, index: int = 0, epoch: int = 0, decoder: str = "pil-reduced",
                max_pixels: int = MAX_PIXELS) -> torch.Tensor:

@@ -11,21 +11,22 @@ a PNG) decodes the whole image and crops the same box: the same pixels, within t
 difference, at the full decode's cost (each decoder's record says which it does,
 `labkit.decode.registry`).
 
-Every draw comes from a generator seeded by (seed, epoch, index), never by which worker fetched the
-sample or in what order: a resumed run, or a run with another ``num_workers``, draws the same boxes.
+Every draw is a counter-based hash of (seed, epoch, index) (`labkit.decode.crop_box.counter_uniforms`), made
+for a whole batch in one vectorised call, never from which worker fetched the sample, in which batch or in what
+order: a resumed run, or a run with another ``num_workers`` or batch size, draws the same boxes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Tuple
 
-import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
 from labkit.decode.backends import MAX_PIXELS, DecodeError, Size, output_hw_of, target_hw
-from labkit.decode.crop_box import DEFAULT_RATIO, DEFAULT_SCALE, CropBox, draw_box
+from labkit.decode.crop_box import (CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, CropBox, CropBoxes, counter_uniforms,
+                                    draw_boxes)
 from labkit.decode.registry import decoder_info
 
 
@@ -59,13 +60,16 @@ class RandomResizedCrop:
         """(height, width) of the images it makes."""
         return output_hw_of(self.size)
 
-    def generator(self, index: int, epoch: int = 0) -> np.random.Generator:
-        """The generator of sample ``index``'s draws in ``epoch``: the same in any process, any order."""
-        return np.random.default_rng([self.seed, epoch, index])
+    def draw_many(self, image_hw: Any, indices: Any, epochs: Any = 0) -> CropBoxes:
+        """The boxes (torchvision's algorithm) and flips of samples ``indices`` in ``epochs`` (one, or one each),
+        for images of ``image_hw`` ((height, width) each), drawn for the whole batch at once."""
+        uniforms = counter_uniforms(self.seed, epochs, indices, CROP_DRAWS)
+        return draw_boxes(image_hw, uniforms, self.scale, self.ratio, self.flip)
 
     def draw(self, height: int, width: int, index: int, epoch: int = 0) -> CropBox:
-        """The box (torchvision's algorithm) and flip of sample ``index`` in ``epoch``, for an image of height x width."""
-        return draw_box(height, width, self.generator(index, epoch), self.scale, self.ratio, self.flip)
+        """Sample ``index``'s box and flip in ``epoch``, for an image of height x width: its row of `draw_many`,
+        the same whatever batch it is drawn in."""
+        return self.draw_many((height, width), [index], epoch)[0]
 
     def decode(self, data: bytes, index: int, epoch: int = 0, decoder: str = "pil-reduced",
                max_pixels: int = MAX_PIXELS) -> torch.Tensor:

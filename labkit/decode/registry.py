@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import torch
 
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode import decoder_stages
+from labkit.decode.batch_crop import ShareCropper
 from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, Decoder, Size,
                                     decode_pil, decode_pil_reduced, decode_torchcodec, decode_torchvision,
                                     torchvision_io)
@@ -54,6 +55,8 @@ class DecoderInfo:
     stages: decoder_stages.StageChain  #: output (h, w) -> its work as timed stages
     install: str = ""  #: what to install where the library is missing ("" for Pillow and torchvision)
     optional: bool = False  #: from an optional extra of labkit (else every install of labkit has it)
+    #: its own loop over a thread's share of a batch (`labkit.decode.batch_crop`); None: one `crop` call a sample
+    crop_share: Optional[ShareCropper] = None
 
 
 def _optional(module: str) -> bool:
@@ -63,6 +66,7 @@ def _optional(module: str) -> bool:
 def _known() -> List[Tuple[DecoderInfo, bool]]:
     """Every decoder the kit knows, with whether its library imports here."""
     from labkit.decode import turbojpeg_region
+    from labkit.decode.batch_crop import crop_share_simplejpeg
     from labkit.decode.simplejpeg_decoder import crop_simplejpeg, decode_simplejpeg
 
     return [
@@ -77,7 +81,7 @@ def _known() -> List[Tuple[DecoderInfo, bool]]:
                      "pip install 'torch-labkit[torchcodec]'", optional=True), _optional("torchcodec")),
         (DecoderInfo("simplejpeg", decode_simplejpeg, crop_simplejpeg, "simplejpeg (libjpeg-turbo 3) + torch resize",
                      JPEG_ONLY, True, True, True, decoder_stages.simplejpeg_stages,
-                     "pip install simplejpeg"), _optional("simplejpeg")),
+                     "pip install simplejpeg", crop_share=crop_share_simplejpeg), _optional("simplejpeg")),
         (DecoderInfo("turbojpeg", decode_simplejpeg, turbojpeg_region.crop_turbojpeg,
                      "TurboJPEG 3 region decode (crops); simplejpeg (whole images)", JPEG_ONLY, True, True,
                      True, decoder_stages.simplejpeg_stages, turbojpeg_region.INSTALL), turbojpeg_region.available()),

@@ -9,7 +9,7 @@ the input pixels of its cell (``sampling_ratio`` adaptive), which is the antiali
 resize needs, and per-sample boxes cost no more than one. Flip, brightness, contrast and the
 normalisation are elementwise passes over the output, which is smaller than the input.
 
-Boxes and factors are drawn on the CPU from (seed, epoch, key) per sample, a few numbers each, and moved
+Boxes and factors are drawn on the CPU from (seed, epoch, key), a batch in one vectorised call, and moved
 to the device with the batch: the same draws on a CPU and on CUDA, resumable, and independent of how the
 batch was assembled. ``keys`` identify the samples (their dataset indices); without them, ``start`` (the
 batch's first position in the epoch: step × batch size) numbers them. The epoch has no default, so that
@@ -30,7 +30,7 @@ import torch
 
 from labkit.core.errors import LabkitValueError
 from labkit.decode.backends import Size, target_hw
-from labkit.decode.crop_box import DEFAULT_RATIO, DEFAULT_SCALE, draw_box
+from labkit.decode.crop_box import CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, counter_uniforms, draw_boxes
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, normalize_affine
 
 Keys = Union[Sequence[int], torch.Tensor]
@@ -63,14 +63,13 @@ class BatchRandomResizedCrop:
 
     def parameters(self, height: int, width: int, keys: Keys, epoch: int) -> np.ndarray:
         """Per sample: top, left, height, width of its box, flip (0/1), brightness and contrast factors."""
-        rows = []
-        for key in (keys.tolist() if isinstance(keys, torch.Tensor) else keys):
-            rng = np.random.default_rng([self.seed, epoch, int(key)])
-            box = draw_box(height, width, rng, self.scale, self.ratio, self.flip)
-            b = rng.uniform(1 - self.brightness, 1 + self.brightness) if self.brightness else 1.0
-            c = rng.uniform(1 - self.contrast, 1 + self.contrast) if self.contrast else 1.0
-            rows.append((box.top, box.left, box.height, box.width, float(box.flip), b, c))
-        return np.asarray(rows, dtype=np.float64).reshape(-1, 7)
+        keys = np.asarray(keys.tolist() if isinstance(keys, torch.Tensor) else list(keys), dtype=np.int64)
+        u = counter_uniforms(self.seed, epoch, keys, CROP_DRAWS + 2)
+        boxes = draw_boxes(np.broadcast_to((height, width), (len(keys), 2)), u, self.scale, self.ratio, self.flip)
+        bright = 1 + self.brightness * (2 * u[:, CROP_DRAWS] - 1)
+        contrast = 1 + self.contrast * (2 * u[:, CROP_DRAWS + 1] - 1)
+        return np.stack([boxes.top, boxes.left, boxes.height, boxes.width, boxes.flip, bright, contrast],
+                        1).astype(np.float64).reshape(-1, 7)
 
     def __call__(self, images: torch.Tensor, keys: Optional[Keys] = None, *, epoch: int,
                  start: Optional[int] = None) -> torch.Tensor:

@@ -12,7 +12,7 @@ from torchvision.transforms import RandomResizedCrop as TorchvisionCrop
 from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.core.errors import LabkitError
 from labkit.decode.backends import EXIF_ORIENTATION, psnr
-from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale, draw_box
+from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale
 from labkit.decode.random_crop import RandomResizedCrop, decode_box
 from labkit.decode.registry import DECODERS, crops_in_decode, decode_image
 
@@ -74,7 +74,7 @@ def test_the_distribution_check_tells_a_different_scale_or_ratio_range_apart():
 
 
 def test_an_image_too_narrow_for_any_ratio_falls_back_to_torchvisions_central_crop():
-    box = draw_box(1000, 10, np.random.default_rng(0), scale=(0.9, 1.0))
+    box = RandomResizedCrop(8, scale=(0.9, 1.0)).draw(1000, 10, 0)  # no box of 90 % of the area fits
     torch.manual_seed(0)
     assert (box.top, box.left, box.height, box.width) == TorchvisionCrop.get_params(torch.empty(3, 1000, 10),
                                                                                       [0.9, 1.0], [3 / 4, 4 / 3])
