@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""v5 with its batches in reused shared-memory slots (`labkit.workers.shared_slots.SlotLoader`) against the same
-pipeline through a plain DataLoader, whose workers collate every batch into a fresh /dev/shm
+"""v5 with its batches in reused shared-memory slots (`make_loader(..., batch_slots=True)`) against the same
+pipeline through `make_loader` without them, whose workers collate every batch into a fresh /dev/shm
 segment: same dataset, sampler, workers, prefetch and device stage, alternating, median of pairs.
 
     python benchmarks/batch_slots.py                     # data/photos, made if missing

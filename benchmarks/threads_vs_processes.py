@@ -49,8 +49,7 @@ def one_run(pack: str, loader: str, batches: int) -> float:
             yield from made
 
     batches_seen = endless()
-    ahead = made.prefetch if loader == "threads" else prefetched_batches(made)
-    for _ in range(1 + ahead):  # warm-up: worker start, and the batches made ahead during it
+    for _ in range(1 + prefetched_batches(made)):  # warm-up: worker start, and the batches made ahead during it
         next(batches_seen)
     images = 0
     clock = Stopwatch()

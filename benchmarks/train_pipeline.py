@@ -10,8 +10,8 @@ photo-like 800x600 JPEGs; ``--small`` adds a 160x120 set, where every crop is an
 * ``labkit folder`` / ``labkit pack``: `labkit.decode.random_crop.RandomResizedCrop` inside the simplejpeg
   decoder's DCT-scaled decode (the fastest every install has), each batch decoded
   into one tensor by the batch engine (`labkit.datasets.batch_decode`), from the folder and from its pack, in
-  a DataLoader; ``labkit pack slots`` the same in `labkit.workers.shared_slots.SlotLoader` (workers write into
-  reused shared memory); ``labkit pack threads`` the same with no worker processes at all
+  `labkit.workers.loader_factory.make_loader`'s loader; ``labkit pack slots`` the same with ``batch_slots=True``
+  (workers write into reused shared memory); ``labkit pack threads`` the same with no worker processes at all
   (`labkit.workers.thread_loader.ThreadLoader`: every core's thread decodes in the main process);
   ``labkit pack pil-reduced`` the previous engine (Pillow's DCT-scaled decode, one sample at a time);
   ``labkit pack turbojpeg`` the TurboJPEG 3 region decode, where a libturbojpeg 3 loads (``LABKIT_TURBOJPEG``);
@@ -42,7 +42,7 @@ import sys
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
-from torch.utils.data import DataLoader, RandomSampler
+from torch.utils.data import DataLoader
 
 from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.bench.workspace import data_root, derived_folder, prepare
@@ -59,8 +59,7 @@ from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
 from labkit.measure.result_files import result_path, write_result
 from labkit.measure.verdict import judge
-from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.workers.shared_slots import SlotLoader
+from labkit.workers.loader_factory import make_loader
 from labkit.workers.thread_loader import ThreadLoader
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -207,20 +206,19 @@ def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, f
             "images": len(blobs)}
 
 
-def labkit_loader(dataset: Any, workers: int) -> DataLoader:
-    return DataLoader(dataset, batch_size=BATCH, sampler=EpochTagged(RandomSampler(dataset)), num_workers=workers,
-                      collate_fn=stack_uint8)
+def labkit_loader(dataset: Any, workers: int) -> Any:
+    """labkit's loader as an engineer makes it: `make_loader` with process workers."""
+    return make_loader(dataset, batch_size=BATCH, num_workers=workers, pin_memory=False)
 
 
-def slot_loader(dataset: Any, workers: int) -> SlotLoader:
+def slot_loader(dataset: Any, workers: int) -> Any:
     """labkit's loader on a CPU (as ``labkit ablation``'s t5): workers write batches into reused shared memory."""
-    return SlotLoader(dataset, BATCH, sampler=EpochTagged(RandomSampler(dataset)), num_workers=workers,
-                      image_shape=(3, OUT, OUT))
+    return make_loader(dataset, batch_size=BATCH, num_workers=workers, batch_slots=True, pin_memory=False)
 
 
-def thread_loader(dataset: Any, workers: int) -> ThreadLoader:
+def thread_loader(dataset: Any, workers: int) -> Any:
     """labkit's loader with no worker processes: ``workers`` threads of the main process decode each batch."""
-    return ThreadLoader(dataset, BATCH, shuffle=False, sampler=EpochTagged(RandomSampler(dataset)), threads=workers)
+    return ThreadLoader(dataset, BATCH, threads=workers, pin_memory=False)
 
 
 class CropInWorkers:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import nn
@@ -50,7 +50,8 @@ from labkit.measure.result_files import write_result
 from labkit.measure.verdict import judge
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.workers.shared_slots import SlotLoader
+from labkit.workers.loader_factory import make_loader
+from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
 SEED_BATCH = 64
@@ -77,6 +78,7 @@ class AblationVersion:
     batch_slots: bool = False  # labkit.workers.shared_slots: workers write batches into reused shared memory (CPU device only:
     # with CUDA the DataLoader's pin thread copies batches to pinned memory off the training thread)
     crop: bool = False  # a training version: RandomResizedCrop(224) + flip per sample, instead of a resize to 256
+    by_make_loader: bool = False  # labkit's versions: the loader is make_loader's; else the article's DataLoader code
 
     @property
     def output_size(self) -> int:
@@ -91,14 +93,14 @@ VERSIONS: Tuple[AblationVersion, ...] = (
     AblationVersion("v3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", seed_step_s=0.26),
     AblationVersion("v4", "+ prefetch_factor=4, MixUp in collate", PACK, "pil", True, 4, True, "collate", seed_step_s=0.21),
     AblationVersion("v5", "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device", PACK,
-            "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True),
+            "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True, by_make_loader=True),
     AblationVersion("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", DECODED_PACK,
             NO_DECODE, False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
-            checksum_reads=False),
+            checksum_reads=False, by_make_loader=True),
     AblationVersion("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
-            reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False),
+            reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False, by_make_loader=True),
     AblationVersion("v8", "GPU JPEG decode (nvJPEG), whole batch at once", ENCODED_PACK, "gpu", True, 4, False, "device",
-            cuda_only=True, reuse_host_buffers=True, budget_main_threads=True),
+            cuda_only=True, reuse_host_buffers=True, budget_main_threads=True, by_make_loader=True),
 )
 
 
@@ -111,7 +113,7 @@ TRAINING_VERSIONS: Tuple[AblationVersion, ...] = (
     AblationVersion("t3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", crop=True),
     AblationVersion("t5", "+ the crop inside the fastest DCT-scaled decode, uint8 across processes (in reused slots on a CPU), "
             "normalise+MixUp on device", PACK, "fastest", True, 4, False, "device", reuse_host_buffers=True,
-            budget_main_threads=True, batch_slots=True, crop=True),
+            budget_main_threads=True, batch_slots=True, crop=True, by_make_loader=True),
 )
 
 
@@ -181,9 +183,9 @@ def _dataset(version: AblationVersion, ws: Workspace, decoder: str, seed: int = 
 
 
 def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,
-                 tuned: Optional[LoaderConfig] = None) -> Tuple[Union[DataLoader, SlotLoader], Dict[str, Any]]:
-    """The loader a version describes (a DataLoader, or a `SlotLoader` around one); also returns
-    its settings, for the JSON report."""
+                 tuned: Optional[LoaderConfig] = None) -> Tuple[Iterable, Dict[str, Any]]:
+    """The loader a version describes (v1-v4: the article's DataLoader code; labkit's versions: `make_loader`'s,
+    whose call is ``described["call"]``); also returns its settings, for the JSON report."""
     cuda = settings.resolved_device().type == "cuda"
     storage = version.storage
     if tuned is not None:
@@ -200,42 +202,72 @@ def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSett
         main_threads = main_thread_budget(workers)
     else:
         main_threads = torch.get_num_threads()
+    described: Dict[str, Any] = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
+                                 "crop": f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if version.crop else None,
+                                 "normalize": "in workers" if version.normalize_in_workers else "on device",
+                                 "mix": version.mix, "main_threads": main_threads,
+                                 "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
+                                 "checksums": "every read" if version.checksum_reads else "verified once"}
+    if version.by_make_loader:
+        return _made_loader(version, dataset, settings, workers, cuda, slots, tuned, described)
     if version.sampler == "block":
         sampler = BlockShuffleSampler.for_batches(len(dataset), settings.batch_size, settings.seed)
     else:
         sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(settings.seed))
     if version.crop:  # each index carries its epoch, so every epoch draws new boxes
         sampler = EpochTagged(sampler)
-    if version.mix == "collate":
-        collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples)
-    elif version.storage == ENCODED_PACK:
-        collate = list_collate
-    else:
-        collate = stack_samples if version.normalize_in_workers else stack_uint8
+    collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples) if version.mix == "collate" else (
+        stack_samples if version.normalize_in_workers else stack_uint8)
     options: Dict[str, Any] = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=workers,
                                    collate_fn=collate, pin_memory=cuda and version.workers)
     if workers:
         options["persistent_workers"] = True
         if version.prefetch_factor:
             options["prefetch_factor"] = version.prefetch_factor
-    described = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
-                 "pin_memory": options["pin_memory"], "persistent_workers": bool(workers),
-                 "prefetch_factor": options.get("prefetch_factor", 2 if workers else None),
-                 "collate": "rows of a slot (labkit.workers.shared_slots)" if slots else getattr(collate, "__name__",
-                                                                                  type(collate).__name__),
-                 "sampler": type(sampler).__name__,
-                 "crop": f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if version.crop else None,
-                 "normalize": "in workers" if version.normalize_in_workers else "on device",
-                 "mix": version.mix, "main_threads": main_threads,
-                 "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
-                 "checksums": "every read" if version.checksum_reads else "verified once",
-                 "batch_memory": "reused shared-memory slots" if slots
-                 else ("fresh shared memory per batch" if workers else "main process")}
-    if slots:
-        del options["collate_fn"], options["persistent_workers"]
-        size = version.output_size
-        return SlotLoader(dataset, image_shape=(3, size, size), **options), described
+    described.update(pin_memory=options["pin_memory"], persistent_workers=bool(workers),
+                     prefetch_factor=options.get("prefetch_factor", 2 if workers else None),
+                     collate=getattr(collate, "__name__", type(collate).__name__), sampler=type(sampler).__name__,
+                     batch_memory="fresh shared memory per batch" if workers else "main process",
+                     call="the article's DataLoader(dataset, batch_size, sampler, num_workers, collate_fn, pin_memory, "
+                          "persistent_workers, prefetch_factor) code")
     return DataLoader(dataset, **options), described
+
+
+def _made_loader(version: AblationVersion, dataset: Any, settings: AblationSettings, workers: int, cuda: bool,
+                 slots: bool, tuned: Optional[LoaderConfig],
+                 described: Dict[str, Any]) -> Tuple[StatefulLoader, Dict[str, Any]]:
+    """A labkit version's loader: `make_loader`'s, the one an engineer gets from the call the report prints."""
+    if tuned is not None:
+        kwargs = tuned.loader_kwargs(len(dataset), settings.batch_size)
+        call = tuned.make_loader_call("dataset", settings.batch_size)
+    else:
+        kwargs = dict(batch_size=settings.batch_size, num_workers=workers)
+        if version.sampler == "block":
+            kwargs["sampler"] = BlockShuffleSampler.for_batches(len(dataset), settings.batch_size, settings.seed)
+        if version.prefetch_factor and workers:
+            kwargs["prefetch_factor"] = version.prefetch_factor
+        if slots:
+            kwargs["batch_slots"] = True
+        if version.storage == ENCODED_PACK:
+            kwargs["collate_fn"] = list_collate
+        shown = {k: (f"BlockShuffleSampler.for_batches(len(dataset), {settings.batch_size}, seed={settings.seed})"
+                     if k == "sampler" else getattr(v, "__name__", repr(v))) for k, v in kwargs.items()}
+        call = "make_loader(dataset, " + ", ".join(f"{k}={v}" for k, v in shown.items()) + ")"
+    if "sampler" not in kwargs:
+        kwargs["seed"] = settings.seed
+        call = call[:-1] + f", seed={settings.seed})"
+    loader = make_loader(dataset, pin_memory=cuda and workers > 0, **kwargs)
+    ahead = kwargs.get("prefetch_factor")
+    described.update(pin_memory=loader.pin_memory, persistent_workers=bool(workers),
+                     prefetch_factor=ahead if ahead is not None else (2 if workers else None),
+                     collate="rows of a slot (labkit.workers.shared_slots)" if kwargs.get("batch_slots")
+                     else getattr(loader.collate_fn, "__name__", type(loader.collate_fn).__name__),
+                     sampler=type(loader.sampler).__name__,
+                     batch_memory="reused shared-memory slots" if kwargs.get("batch_slots") else (
+                         "fresh shared memory per batch" if workers else
+                         f"main process, a producer thread {ahead} batches ahead" if ahead else "main process"),
+                     call=call)
+    return loader, described
 
 
 def _gpu_decoded(loader: Iterable, device: torch.device, mix: Callable) -> Iterator[Any]:
@@ -444,6 +476,10 @@ def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str,
                  "between two batches, a shorter figure where workers run ahead, is the JSON's median_gap_s.")
     lines.append(f"seed s / seed x: {SEED_MACHINE}.")
     lines.append(f"{tree_memory_measure()} MiB: peak {describe_tree_memory()}.")
+    made = [r for r in results if r.loader.get("call", "").startswith("make_loader")]
+    if made:
+        lines.append("labkit's versions are this make_loader call (labkit.workers.loader_factory) over their dataset:")
+        lines.extend(f"  {r.id}: {r.loader['call']}" for r in made)
     lines.extend(f"note: {n}" for n in notes)
     return "\n".join(lines)
 

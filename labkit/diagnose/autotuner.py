@@ -8,14 +8,15 @@ and one whose measured peak memory goes over the RAM budget is rejected: the PSS
 and its workers summed (`labkit.measure.process_memory.tree_memory_bytes`), so that the pages they share (the
 parent's heap, the mmap'd pack) count once, not once per worker as summed RSS would.
 For each decoder it adds workers one at a time and stops as soon as one more worker buys
-less than ``min_gain`` (starting from none — `labkit.workers.thread_loader.ThreadLoader`, every core's thread
-decoding in the main process — for the decoders whose record says they release the GIL); then it tries a deeper prefetch on the best worker count, and the
+less than ``min_gain`` (starting from none — every core's thread decoding in the main process, a producer thread
+ahead — for the decoders whose record says they release the GIL); then it tries a deeper prefetch on the best worker count, and the
 main process's thread count and the batch layout (random batches, or locality-aware ones from
 `labkit.samplers.block_shuffle.BlockShuffleSampler`) on the winner. What it measures is the whole pipeline up to
 the device: the loader, then normalisation and MixUp (`labkit.device.transfer.DevicePrefetcher`).
 
 The search (`search`) takes any ``measure(config) -> (images/s, peak memory bytes)``, so it can be
-tested on a cost model; `autotune` plugs in real loaders over a pack.
+tested on a cost model; `autotune` plugs in real loaders over a pack, each built by `make_loader`, so
+``make_loader(dataset, **result.loader_kwargs)`` is the loader the winning trial measured.
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
-from torch.utils.data import DataLoader, RandomSampler
 
-from labkit.collate.batching import stack_uint8
 from labkit.collate.mixing import MixUp
 from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitRuntimeError
@@ -43,15 +42,29 @@ from labkit.measure.process_memory import PeakMemory, tree_memory_measure
 from labkit.measure.result_files import write_result
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.workers.thread_budget import torch_threads
-from labkit.workers.thread_loader import ThreadLoader
+from labkit.workers.loader_factory import make_loader
 
 @dataclass(frozen=True)
 class LoaderConfig:
     decoder: str  # a labkit decoder name, or NO_DECODE for a decoded pack
-    num_workers: int  # 0 with a decoder: no worker processes, decoding threads in the main process (ThreadLoader)
+    num_workers: int  # 0: no worker processes; the main process's threads decode, prefetch_factor batches ahead
     prefetch_factor: int = 2
     main_threads: int = 0  # torch threads in the main process; 0: leave torch's default
     sampler: str = "random"  # batch layout: "random", or "block" (BlockShuffleSampler: batched reads stay local)
+
+    def loader_kwargs(self, samples: int, batch_size: int) -> Dict[str, Any]:
+        """`make_loader`'s arguments for this configuration, over a dataset of ``samples`` samples."""
+        kwargs: Dict[str, Any] = dict(batch_size=batch_size, num_workers=self.num_workers,
+                                      prefetch_factor=self.prefetch_factor)
+        if self.sampler == "block":
+            kwargs["sampler"] = BlockShuffleSampler.for_batches(samples, batch_size)
+        return kwargs
+
+    def make_loader_call(self, dataset: str, batch_size: int) -> str:
+        """The `make_loader` call this configuration is, as code (``dataset``: how the call names the dataset)."""
+        sampler = f", sampler=BlockShuffleSampler.for_batches(len({dataset}), {batch_size})" if self.sampler == "block" else ""
+        return (f"make_loader({dataset}, batch_size={batch_size}, num_workers={self.num_workers}, "
+                f"prefetch_factor={self.prefetch_factor}{sampler})")
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,15 @@ class TuneResult:
     trials: List[Trial] = field(default_factory=list)
     machine: Dict[str, Any] = field(default_factory=dict)
     memory_measure: str = "PSS"  # what peak_memory sums: PSS, or USS / RSS where the OS gives no PSS
+    batch_size: int = 64  # of the trials
+    samples: int = 0  # in the dataset the trials read
+
+    @property
+    def loader_kwargs(self) -> Dict[str, Any]:
+        """``make_loader(dataset, **result.loader_kwargs)`` is the loader the winning trial measured (the dataset
+        opened with ``best.decoder``, or the decoded pack for NO_DECODE; ``best.main_threads`` is
+        ``torch.set_num_threads``'s, where not 0)."""
+        return self.best.loader_kwargs(self.samples, self.batch_size)
 
     def __str__(self) -> str:
         lines = [f"{'decoder':<22}{'num_workers':>12}{'prefetch_factor':>16}{'threads':>8}{'batches':>8}{'images/s':>10}"
@@ -98,11 +120,15 @@ class TuneResult:
             lines.append(f"{decoder_label(t.config.decoder):<22}{workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
                          f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.decision}")
         b = self.best
-        loader = (f"num_workers={b.num_workers}" if b.num_workers or b.decoder == NO_DECODE
-                  else "no worker processes (ThreadLoader: decoding threads in the main process)")
+        if b.num_workers:
+            loader = f"num_workers={b.num_workers}"
+        else:
+            work = "reads" if b.decoder == NO_DECODE else "decodes with a thread per core"
+            loader = f"no worker processes (the main process {work}, a producer thread ahead)"
         lines.append(f"decision: decoder={decoder_label(b.decoder)}, {loader}, prefetch_factor={b.prefetch_factor}, main "
                      f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
                      f"images/s, within the budget ({self.budget})")
+        lines.append(f"the loader it measured: {b.make_loader_call('dataset', self.batch_size)}")
         if self.machine:
             lines.insert(0, f"Machine: {describe_machine(self.machine)}")
         return "\n".join(lines)
@@ -182,15 +208,7 @@ def _pipeline(pack: str, decoded_pack: Optional[str], config: LoaderConfig, batc
     decoded = config.decoder == NO_DECODE
     dataset = open_images(DECODED_PACK if decoded else PACK, decoded_pack if decoded else pack,  # type: ignore[arg-type]
                           None if decoded else config.decoder, size, check_crc=check_crc)
-    parallel = dict(prefetch_factor=config.prefetch_factor, persistent_workers=True) if config.num_workers else {}
-    sampler = (BlockShuffleSampler.for_batches(len(dataset), batch_size) if config.sampler == "block"
-               else RandomSampler(dataset))
-    loader: Iterable
-    if config.num_workers == 0 and config.decoder != NO_DECODE:
-        loader = ThreadLoader(dataset, batch_size, shuffle=False, sampler=sampler, prefetch=config.prefetch_factor)
-    else:
-        loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=config.num_workers,
-                            collate_fn=stack_uint8, pin_memory=torch.cuda.is_available(), **parallel)
+    loader = make_loader(dataset, **config.loader_kwargs(len(dataset), batch_size))
     return DevicePrefetcher(loader, mix=MixUp(classes))
 
 
@@ -224,6 +242,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
     result = search(measure, names, max_workers, budget, batch_size * 3 * size * size, main_threads=threads,
                     samplers=["block"], threaded=[n for n in names if n in DECODERS and DECODERS[n].releases_gil])
     result.machine, result.memory_measure = machine_info(), tree_memory_measure()
+    result.batch_size, result.samples = batch_size, len(PackedDataset(pack))
     return result
 
 

@@ -63,11 +63,15 @@ def _stream(loader: Iterable) -> Iterator[Any]:
 
 def prefetched_batches(loader: Any) -> int:
     """Batches a DataLoader's workers make before the first is asked for (``num_workers ×
-    prefetch_factor``), found through wrappers that keep the DataLoader as ``.loader``; 0 without workers."""
+    prefetch_factor``; a producer thread's ``prefetch_factor``), found through wrappers that keep the DataLoader as
+    ``.loader``; 0 without workers."""
     for _ in range(4):
+        ahead = getattr(loader, "batches_ahead", None)  # a producer thread's (`labkit.workers.batches_ahead`)
+        if isinstance(ahead, int):
+            return ahead
         workers = getattr(loader, "num_workers", None)
-        if isinstance(workers, int):
-            return workers * (getattr(loader, "prefetch_factor", None) or 2) if workers > 0 else 0
+        if isinstance(workers, int) and workers > 0:
+            return workers * (getattr(loader, "prefetch_factor", None) or 2)
         loader = getattr(loader, "loader", None)
         if loader is None:
             break

@@ -16,6 +16,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "data_bound_diagnosis": "profiled_loader",
     "batch_length": "profiled_loader",
     "SlotLoader": "shared_slots",
+    "ThreadLoader": "thread_loader",
+    "BatchesAhead": "batches_ahead",
     "SlotPool": "shared_slots",
     "PipelineError": "staged_pipeline",
     "StagedPipeline": "staged_pipeline",

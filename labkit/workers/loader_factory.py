@@ -27,7 +27,9 @@ from labkit.datasets.map_style import LabeledImageDataset
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.every_sample import InOrderSampler, RandomPermutationSampler
 from labkit.samplers.resumable import ResumableSampler
+from labkit.workers.batches_ahead import BatchesAhead
 from labkit.workers.profiled_loader import ProfiledLoader
+from labkit.workers.shared_slots import SlotLoader
 from labkit.workers.start_method import worker_context
 from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.thread_budget import limit_worker_threads
@@ -68,6 +70,21 @@ def _order(dataset: Dataset, shuffle: Optional[bool], sampler: Optional[Sampler]
     return RandomPermutationSampler(dataset, seed=chosen), drawn  # type: ignore[arg-type]
 
 
+def _slot_loader(images: Any, dataset: Dataset, batches: Optional[BatchSampler], options: Dict[str, Any],
+                 hang_timeout: Optional[float]) -> SlotLoader:
+    """``batch_slots=True``: the batches made here, each written by a worker into a reused shared-memory slot."""
+    if not (getattr(images, "fills_batches", False) and getattr(images, "size", None) is not None
+            and images is dataset and isinstance(batches, BatchSampler)):
+        raise LabkitValueError(f"batch_slots=True needs a labkit image dataset whose images share one size, batched "
+                               f"by batch_size= (not {type(dataset).__name__} with batch_sampler= or batch_size=None): "
+                               "its batches are decoded straight into the slots")
+    if options.get("collate_fn") is not stack_uint8:
+        raise LabkitValueError("batch_slots=True hands out the slot's rows as the batch: leave collate_fn out")
+    slot_options = {k: v for k, v in options.items() if k not in ("batch_sampler", "collate_fn", "persistent_workers")}
+    return SlotLoader(images, batches.batch_size, sampler=EpochTagged(batches.sampler), drop_last=batches.drop_last,
+                      image_shape=(3, *images.size), hang_timeout=hang_timeout, **slot_options)
+
+
 def _warn_past_share(workers: int) -> None:
     budget = cpu_budget()
     if workers <= budget.share:
@@ -86,7 +103,7 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
                 pin_memory: Optional[bool] = None, drop_last: bool = False, prefetch_factor: Optional[int] = None,
                 persistent_workers: Optional[bool] = None, worker_init_fn: Optional[Callable[[int], None]] = None,
                 seed: Optional[int] = None, profile: Optional[bool] = None, hang_timeout: Optional[float] = None,
-                **kwargs: Any) -> StatefulLoader:
+                batch_slots: bool = False, **kwargs: Any) -> StatefulLoader:
     """A DataLoader over ``dataset`` that keeps its own place (`StatefulLoader`); every argument left as
     ``None`` gets labkit's default, and the rest mean what they mean to ``torch.utils.data.DataLoader``.
     The dataset receives what torch's DataLoader would give it (plain ``int`` indices, a plain ``list`` to
@@ -103,6 +120,12 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
     one native thread per worker. Whatever the sampler, its batches are tagged with
     their epoch (`EpochTagged`) and fetched in that epoch's scope (`labkit.datasets.epoch_scoped`), so labkit's
     crops draw per (seed, epoch, index) in every worker, persistent ones included.
+
+    Two switches torch's DataLoader does not have, so that every loader the kit measures is one this returns:
+    ``num_workers=0`` with a ``prefetch_factor`` loads in the main process from a producer thread that many batches
+    ahead (`labkit.workers.batches_ahead`: torch refuses the pair; the dataset's threads decode each batch);
+    ``batch_slots=True`` has the workers write each batch of a labkit image dataset into reused shared memory
+    (`labkit.workers.shared_slots`) instead of a new block per batch.
     """
     workers = cpu_budget().workers_per_rank if num_workers is None else num_workers
     _warn_past_share(workers)
@@ -137,11 +160,19 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
             options["prefetch_factor"] = prefetch_factor
     elif worker_init_fn is not None:
         raise LabkitValueError("worker_init_fn needs num_workers >= 1")
-    fetched = dataset if order is None else EpochScoped(dataset)
-    loader: Iterable = (watched_loader(fetched, hang_timeout, **options) if hang_timeout
-                        else DataLoader(fetched, **options))
-    inner: DataLoader = loader.loader if hang_timeout else loader  # type: ignore[attr-defined]
+    loader: Iterable
+    if batch_slots:
+        loader = _slot_loader(images, dataset, batches, options, hang_timeout)
+        inner: DataLoader = loader.loader.loader if workers else loader.loader  # type: ignore[attr-defined]
+    else:
+        fetched = dataset if order is None else EpochScoped(dataset)
+        loader = watched_loader(fetched, hang_timeout, **options) if hang_timeout else DataLoader(fetched, **options)
+        inner = loader.loader if hang_timeout else loader  # type: ignore[attr-defined]
+    if workers == 0 and prefetch_factor is not None:  # loaded by a producer thread, that many batches ahead
+        loader = BatchesAhead(loader, prefetch_factor)
     attributes = {name: getattr(inner, name) for name in TORCH_ATTRIBUTES}
+    if workers == 0 and prefetch_factor is not None:
+        attributes["prefetch_factor"] = prefetch_factor
     attributes.update(dataset=dataset, batch_size=batch_size, drop_last=drop_last if batch_sampler is None else False,
                       timeout=kwargs.get("timeout", 0), worker_init_fn=worker_init_fn)
     if order is not None:  # the batches made here (or given), not their epoch-tagged wrapper

@@ -22,6 +22,8 @@ from labkit.measure.process_memory import describe_tree_memory, tree_memory_meas
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.workers.shared_slots import SlotLoader
+from labkit.workers.stateful_loader import StatefulLoader
+from labkit.samplers.every_sample import RandomPermutationSampler
 
 V = {v.id: v for v in VERSIONS + TRAINING_VERSIONS}
 
@@ -66,10 +68,13 @@ def test_v3_reads_the_pack_and_v4_prefetches_deeper_and_mixes_float_in_collate(w
 
 def test_v5_keeps_uint8_across_processes_and_normalises_and_mixes_on_the_device(ws):
     loader, described = _build("v5", ws, decoder="pil-reduced")
-    assert isinstance(loader, SlotLoader) and described["batch_memory"] == "reused shared-memory slots"
+    assert isinstance(loader, StatefulLoader) and described["batch_memory"] == "reused shared-memory slots"
+    assert isinstance(loader.loader, SlotLoader)  # make_loader(..., batch_slots=True)
+    assert described["call"] == ("make_loader(dataset, batch_size=8, num_workers=2, prefetch_factor=4, "
+                                 "batch_slots=True, seed=0)")
     assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "pil-reduced"
-    assert loader.dataset.transform is None and loader.loader.prefetch_factor == 4
-    assert loader.loader.num_workers == 2 and loader.loader.persistent_workers
+    assert loader.dataset.transform is None and loader.prefetch_factor == 4
+    assert loader.num_workers == 2 and loader.persistent_workers
     images, labels = next(iter(loader))
     assert images.dtype == torch.uint8
     batches = device_batches(V["v5"], loader, AblationSettings(batch_size=8, device="cpu"), len(ws.classes))
@@ -95,11 +100,13 @@ def test_v7_takes_the_autotuners_choice(ws):
     loader, described = _build("v7", ws, tuned=LoaderConfig(NO_DECODE, 1, 4, main_threads=1))
     assert isinstance(loader.dataset, DecodedArrayDataset) and loader.num_workers == 1
     assert loader.prefetch_factor == 4 and described["main_threads"] == 1
-    loader, _ = _build("v7", ws, tuned=LoaderConfig(NO_DECODE, 0, 2))
-    assert loader.num_workers == 0 and not loader.persistent_workers
+    loader, described = _build("v7", ws, tuned=LoaderConfig(NO_DECODE, 0, 2))
+    assert loader.num_workers == 0 and not loader.persistent_workers and loader.prefetch_factor == 2
+    assert described["batch_memory"] == "main process, a producer thread 2 batches ahead"
+    assert described["call"] == "make_loader(dataset, batch_size=8, num_workers=0, prefetch_factor=2, seed=0)"
     loader, _ = _build("v7", ws, tuned=LoaderConfig("torchvision", 2, 2))
     assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "torchvision"
-    assert isinstance(loader.sampler, RandomSampler)
+    assert isinstance(loader.sampler, RandomPermutationSampler)
     loader, described = _build("v7", ws, tuned=LoaderConfig(NO_DECODE, 0, 2, sampler="block"))
     assert isinstance(loader.sampler, BlockShuffleSampler) and described["sampler"] == "BlockShuffleSampler"
 
@@ -268,7 +275,7 @@ def test_t1_crops_after_a_full_decode_in_the_main_process_and_t5_inside_the_deco
     assert images.dtype == torch.float32 and images.shape == (8, 3, 224, 224)
     t5, described = _build("t5", ws, decoder="simplejpeg")
     assert V["t5"].decoder == "fastest"  # the run picks it by timing the decoders that crop inside their decode
-    assert isinstance(t5, SlotLoader) and t5.dataset.decoder == "simplejpeg" and t5.dataset.crop is not None
+    assert isinstance(t5.loader, SlotLoader) and t5.dataset.decoder == "simplejpeg" and t5.dataset.crop is not None
     images, _ = next(iter(t5))
     assert images.dtype == torch.uint8 and images.shape == (8, 3, 224, 224)
     assert _build("v5", ws, decoder="pil-reduced")[1]["crop"] is None

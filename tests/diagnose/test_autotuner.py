@@ -3,6 +3,7 @@ import pytest
 from labkit.decode.registry import NO_DECODE
 from labkit.diagnose.autotuner import Budget, LoaderConfig, autotune, search
 from labkit.measure.process_memory import tree_memory_measure
+from labkit.samplers.block_shuffle import BlockShuffleSampler
 
 MB = 2**20
 BATCH = 64 * 3 * 256 * 256  # 12 MiB of uint8
@@ -65,6 +66,25 @@ def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
     # pil-reduced releases the GIL: tried first with no worker processes, decoding threads in the main process
     assert [t.config.num_workers for t in result.trials if t.config.decoder == "pil-reduced"][0] == 0
     assert sum(t.config.sampler == "block" for t in result.trials) == 1  # the batch layout, tried on the winner
+    # the loader it measured is make_loader's, with these arguments, and the report says the call
+    kwargs = result.loader_kwargs
+    assert kwargs["num_workers"] == result.best.num_workers and kwargs["batch_size"] == 8
+    assert kwargs["prefetch_factor"] == result.best.prefetch_factor
+    assert (result.best.sampler == "block") == isinstance(kwargs.get("sampler"), BlockShuffleSampler)
+    assert f"the loader it measured: {result.best.make_loader_call('dataset', 8)}" in str(result)
+
+
+def test_a_configuration_is_the_make_loader_call_it_names(encoded_pack):
+    from labkit.datasets.map_style import PackedDataset
+    from labkit.workers.loader_factory import make_loader
+
+    config = LoaderConfig("pil-reduced", num_workers=0, prefetch_factor=3, sampler="block")
+    ds = PackedDataset(encoded_pack, "pil-reduced", 32)
+    loader = make_loader(ds, **config.loader_kwargs(len(ds), 8))
+    assert (loader.num_workers, loader.prefetch_factor, loader.batch_size) == (0, 3, 8)
+    assert isinstance(loader.sampler, BlockShuffleSampler) and len(next(iter(loader))[0]) == 8
+    assert config.make_loader_call("ds", 8) == ("make_loader(ds, batch_size=8, num_workers=0, prefetch_factor=3, "
+                                               "sampler=BlockShuffleSampler.for_batches(len(ds), 8))")
 
 
 def test_threads_in_the_main_process_are_tried_for_the_decoders_that_release_the_gil_and_can_win():
@@ -75,7 +95,7 @@ def test_threads_in_the_main_process_are_tried_for_the_decoders_that_release_the
                     threaded=["simplejpeg"])
     assert result.best == LoaderConfig("simplejpeg", 0, 2)
     assert min(t.config.num_workers for t in result.trials if t.config.decoder == "pil") == 1
-    assert "no worker processes (ThreadLoader" in str(result) and "  threads  " not in str(result).splitlines()[0]
+    assert "no worker processes (the main process decodes with a thread per core" in str(result) and "  threads  " not in str(result).splitlines()[0]
 
 
 def test_without_decoding_the_main_process_alone_is_tried_and_can_win():

@@ -164,3 +164,45 @@ class Indices(Dataset):
 
 def _order(loader):
     return [i for batch in loader for i in batch.tolist()]
+
+
+def _images(loader, batches=None):
+    return [b.clone() for k, (b, _) in enumerate(loader) if batches is None or k < batches]
+
+
+def test_no_workers_with_a_prefetch_factor_loads_from_a_producer_thread_and_keeps_its_place(encoded_pack):
+    from labkit.datasets.map_style import PackedDataset
+    from labkit.decode.random_crop import RandomResizedCrop
+
+    ds = PackedDataset(encoded_pack, "simplejpeg", crop=RandomResizedCrop(16, seed=2), decode_threads=2)
+    plain = make_loader(ds, batch_size=5, seed=3, num_workers=0)
+    ahead = make_loader(ds, batch_size=5, seed=3, num_workers=0, prefetch_factor=3)
+    assert ahead.prefetch_factor == 3 and ahead.num_workers == 0 and plain.prefetch_factor is None
+    everything = _images(plain)
+    assert all(torch.equal(a, b) for a, b in zip(everything, _images(ahead), strict=True))
+    resumed = make_loader(ds, batch_size=5, seed=3, num_workers=0, prefetch_factor=3)
+    for k, _ in enumerate(resumed):  # two batches taken, three more already made by the producer
+        if k == 1:
+            break
+    state = resumed.state_dict()
+    again = make_loader(ds, batch_size=5, seed=3, num_workers=0, prefetch_factor=3)
+    again.load_state_dict(state)
+    rest = _images(again)  # the place is the batches the loop took, not those made ahead
+    assert all(torch.equal(a, b) for a, b in zip(everything[2:], rest, strict=True))
+
+
+def test_batch_slots_give_the_batches_of_the_plain_loader(encoded_pack):
+    from labkit.datasets.map_style import EncodedPackDataset, PackedDataset
+    from labkit.decode.random_crop import RandomResizedCrop
+
+    ds = PackedDataset(encoded_pack, "simplejpeg", crop=RandomResizedCrop(16, seed=2), decode_threads=1)
+    plain = make_loader(ds, batch_size=5, seed=4, num_workers=2, multiprocessing_context="fork")
+    slots = make_loader(ds, batch_size=5, seed=4, num_workers=2, multiprocessing_context="fork", batch_slots=True,
+                        prefetch_factor=2)
+    assert slots.num_workers == 2 and slots.prefetch_factor == 2 and slots.batch_size == 5
+    for epoch in range(2):
+        assert all(torch.equal(a, b) for a, b in zip(_images(plain), _images(slots), strict=True)), epoch
+    with pytest.raises(LabkitValueError, match="batch_slots=True needs a labkit image dataset"):
+        make_loader(EncodedPackDataset(encoded_pack), batch_size=5, num_workers=0, batch_slots=True)
+    with pytest.raises(LabkitValueError, match="leave collate_fn out"):
+        make_loader(ds, batch_size=5, num_workers=0, batch_slots=True, collate_fn=list)

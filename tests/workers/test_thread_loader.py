@@ -58,3 +58,9 @@ def test_what_it_refuses_is_said(encoded_pack):
         ThreadLoader(ds, sampler=SequentialSampler(ds))
     with pytest.raises(LabkitError, match="prefetch=0"):
         ThreadLoader(ds, prefetch=0)
+
+
+def test_it_is_make_loaders_loader_with_no_workers_and_batches_made_ahead(encoded_pack):
+    loader = ThreadLoader(PackedDataset(encoded_pack, "simplejpeg", OUT), batch_size=4, prefetch=3, threads=2)
+    assert loader.num_workers == 0 and loader.prefetch_factor == 3 and loader.batch_size == 4
+    assert "state_dict" in dir(loader)  # it keeps its place, as every loader make_loader returns
