@@ -37,9 +37,9 @@ from labkit.core.timing import Stopwatch, time_calls
 from labkit.core.wording import clipped
 from labkit.datasets.map_style import LabeledImageDataset, PackedDataset
 from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK
-from labkit.decode.backends import OUTPUT_SIZE, decode_jpeg_batch
+from labkit.decode.backends import OUTPUT_SIZE
 from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label
+from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label, device_decoder
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
 from labkit.diagnose.autotuner import Budget, LoaderConfig, autotune, default_budget
 from labkit.measure.decoder_speed import time_decoders
@@ -55,6 +55,7 @@ from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
 SEED_BATCH = 64
+GPU_DECODER = "nvjpeg"  # v8's: a device decoder of `labkit.decode.registry`, decoding each batch after the loader
 TRAIN_OUTPUT_SIZE = 224  # RandomResizedCrop(224): what ImageNet recipes train on
 SEED_MACHINE = "the seed's run: 8-core CPU, one consumer GPU, SSD, 20,000 photos of about 200 KB"
 
@@ -64,7 +65,7 @@ class AblationVersion:
     id: str
     name: str
     storage: str  # a kind of labkit.datasets.storage_kinds, or "tuned"
-    decoder: str  # a labkit decoder, "fastest", NO_DECODE, "gpu" or "tuned"
+    decoder: str  # a labkit decoder, "fastest", NO_DECODE, GPU_DECODER (a device decoder, after the loader) or "tuned"
     workers: bool  # True: worker processes (num_workers = AblationSettings.num_workers); False: num_workers=0
     prefetch_factor: Optional[int]  # None: DataLoader's default (2)
     normalize_in_workers: bool
@@ -99,7 +100,8 @@ VERSIONS: Tuple[AblationVersion, ...] = (
             checksum_reads=False, by_make_loader=True),
     AblationVersion("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
             reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False, by_make_loader=True),
-    AblationVersion("v8", "GPU JPEG decode (nvJPEG), whole batch at once", ENCODED_PACK, "gpu", True, 4, False, "device",
+    AblationVersion("v8", "GPU JPEG decode (nvJPEG), whole batch at once", ENCODED_PACK, GPU_DECODER, True, 4, False,
+            "device",
             cuda_only=True, reuse_host_buffers=True, budget_main_threads=True, by_make_loader=True),
 )
 
@@ -271,8 +273,9 @@ def _made_loader(version: AblationVersion, dataset: Any, settings: AblationSetti
 
 
 def _gpu_decoded(loader: Iterable, device: torch.device, mix: Callable) -> Iterator[Any]:
+    decode_batch = device_decoder(GPU_DECODER).decode_batch
     for blobs, labels in loader:
-        images = normalize_uint8(decode_jpeg_batch(blobs, OUTPUT_SIZE, device=device))
+        images = normalize_uint8(decode_batch(blobs, OUTPUT_SIZE, device=device))
         yield mix(images, labels.to(device, non_blocking=True))
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, List, Optional, Tuple
+from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import torch
 
@@ -23,8 +23,8 @@ from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode import decoder_stages
 from labkit.decode.batch_crop import ShareCropper
 from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, Decoder, Size,
-                                    decode_pil, decode_pil_reduced, decode_torchcodec, decode_torchvision,
-                                    torchvision_io)
+                                    decode_jpeg_batch, decode_pil, decode_pil_reduced, decode_torchcodec,
+                                    decode_torchvision, torchvision_io)
 from labkit.decode.pil_crop import CropDecoder, crop_after_decode, crop_pil_reduced
 
 PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
@@ -95,11 +95,49 @@ DECODERS: Dict[str, DecoderInfo] = {info.name: info for info, installed in _KNOW
 MISSING: Dict[str, str] = {info.name: info.install for info, installed in _KNOWN if not installed}
 
 
+@dataclass(frozen=True)
+class DeviceDecoderInfo:
+    """A decoder that runs on an accelerator, a batch at a time, after the loader: the workers hand over the encoded
+    files (`labkit.datasets.map_style.EncodedPackDataset`) and this decodes the batch where the model is. The
+    datasets never take one (their workers decode on the CPU), so `DECODERS` does not list it."""
+
+    name: str
+    decode_batch: Callable[..., torch.Tensor]  #: (uint8 byte tensors, size, device) -> uint8 N×3×H×W on the device
+    library: str
+    formats: FrozenSet[str]
+    device_type: str  #: the torch device type it decodes on
+    install: str  #: what it needs, where it is missing
+
+
+#: Decoders of a whole batch on an accelerator, by name; `device_decoder` says whether this machine has one's device.
+DEVICE_DECODERS: Dict[str, DeviceDecoderInfo] = {
+    "nvjpeg": DeviceDecoderInfo("nvjpeg", decode_jpeg_batch, "nvJPEG (torchvision.io.decode_jpeg on CUDA)", JPEG_ONLY,
+                                "cuda", "a CUDA device, with torch and torchvision built for CUDA"),
+}
+
+
+def device_decoder(name: str) -> DeviceDecoderInfo:
+    """The record of the device decoder ``name``, where this machine has its device; a clear error otherwise."""
+    info = DEVICE_DECODERS.get(name)
+    if info is None:
+        raise LabkitValueError(f"unknown device decoder {name!r}; choose one of {', '.join(DEVICE_DECODERS)} (a "
+                               f"decoder for the datasets is one of {', '.join(DECODERS)})")
+    if info.device_type == "cuda" and not torch.cuda.is_available():
+        raise LabkitError(f"the {name} decoder needs {info.install}; none is here (decode on the CPU with one of "
+                          f"{', '.join(DECODERS)})")
+    return info
+
+
 def decoder_info(name: str) -> DecoderInfo:
     """The record of the decoder called ``name``; a clear error lists the valid names, or says what to install."""
     try:
         return DECODERS[name]
     except KeyError:
+        if name in DEVICE_DECODERS:
+            raise LabkitValueError(f"{name} decodes a batch on a {DEVICE_DECODERS[name].device_type.upper()} device "
+                                   "after the loader, not in a dataset's workers: open the pack with EncodedPackDataset and "
+                                   "decode each batch with labkit.decode.registry.device_decoder(name).decode_batch "
+                                   f"(or pick one of {', '.join(DECODERS)})") from None
         if name in MISSING:
             raise LabkitError(f"the {name} decoder is not installed here: {MISSING[name]} (or choose one of "
                               f"{', '.join(DECODERS)})") from None
@@ -137,5 +175,7 @@ def decoder_table() -> str:
                                  ("threads in parallel", info.releases_gil)) if yes]
         lines.append(f"{info.name:<12} {info.library}; {', '.join(does) or 'full decode'}")
     lines += [f"{name:<12} not installed: {install}" for name, install in MISSING.items()]
+    lines += [f"{name:<12} {info.library}; whole batches on a {info.device_type.upper()} device, after the loader"
+              for name, info in DEVICE_DECODERS.items()]
     return "\n".join(lines)
 

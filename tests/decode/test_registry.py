@@ -54,3 +54,22 @@ def test_no_decode_is_not_a_decoder_name():
     assert NO_DECODE not in registry.DECODERS
     with pytest.raises(LabkitError):
         registry.get_decoder(NO_DECODE)
+
+
+def test_the_gpu_decoder_is_a_record_of_its_own_that_no_dataset_takes():
+    import torch
+
+    from labkit.decode.backends import decode_jpeg_batch
+    from labkit.decode.registry import DEVICE_DECODERS, device_decoder
+
+    assert "nvjpeg" in DEVICE_DECODERS and "nvjpeg" not in DECODERS  # every loop over DECODERS stays on the CPU
+    with pytest.raises(LabkitError, match="decodes a batch on a CUDA device after the loader"):
+        decoder_info("nvjpeg")
+    assert "nvjpeg       nvJPEG" in decoder_table()
+    if torch.cuda.is_available():
+        assert device_decoder("nvjpeg").decode_batch is decode_jpeg_batch
+    else:
+        with pytest.raises(LabkitError, match="the nvjpeg decoder needs a CUDA device"):
+            device_decoder("nvjpeg")
+    with pytest.raises(LabkitError, match="unknown device decoder 'nvdec'"):
+        device_decoder("nvdec")
