@@ -25,8 +25,8 @@ import torch
 
 from labkit.core.errors import LabkitValueError
 from labkit.decode.backends import MAX_PIXELS, DecodeError, Size, output_hw_of, target_hw
-from labkit.decode.crop_box import (CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, CropBox, CropBoxes, counter_uniforms,
-                                    draw_boxes)
+from labkit.decode.crop_box import (CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, CropBox, CropBoxes, box_from_draws,
+                                    counter_uniforms, draw_boxes)
 from labkit.decode.registry import decoder_info
 
 
@@ -68,8 +68,9 @@ class RandomResizedCrop:
 
     def draw(self, height: int, width: int, index: int, epoch: int = 0) -> CropBox:
         """Sample ``index``'s box and flip in ``epoch``, for an image of height x width: its row of `draw_many`,
-        the same whatever batch it is drawn in."""
-        return self.draw_many((height, width), [index], epoch)[0]
+        the same whatever batch it is drawn in (drawn alone by `box_from_draws`, the same algorithm as a loop)."""
+        u = counter_uniforms(self.seed, epoch, [index], CROP_DRAWS)[0].tolist()
+        return box_from_draws(height, width, u, self.scale, self.ratio, self.flip)
 
     def decode(self, data: bytes, index: int, epoch: int = 0, decoder: str = "pil-reduced",
                max_pixels: int = MAX_PIXELS) -> torch.Tensor:
