@@ -60,3 +60,15 @@ def test_whole_images_and_the_boxes_on_a_scaled_decode():
     box = CropBox(7, 11, 100, 120, True, (600, 800))
     assert box.scaled((75, 100)) == tuple(scaled_edges(np.array([[7, 11, 100, 120]]), np.array([[600, 800]]),
                                                        np.array([[75, 100]]))[0].tolist()) == (1, 1, 13, 16)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 4000), st.integers(1, 4000), st.data(), st.sampled_from([1, 2, 3, 4, 8]))
+def test_one_boxs_edges_on_a_scaled_decode_are_the_batch_rule(height, width, data, scale):
+    h = data.draw(st.integers(1, height))
+    w = data.draw(st.integers(1, width))
+    top, left = data.draw(st.integers(0, height - h)), data.draw(st.integers(0, width - w))
+    hw = (-(-height // scale), -(-width // scale))
+    box = CropBox(top, left, h, w, False, (height, width))
+    batch = scaled_edges(np.array([[top, left, h, w]]), np.array([[height, width]]), np.array([hw]))
+    assert box.scaled(hw) == tuple(batch[0].tolist())
