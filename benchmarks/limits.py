@@ -9,13 +9,21 @@
   together, which on a VM or a laptop can be well under cores x one core;
 * a worker's stacking cost: a batch collated into fresh shared memory (as every DataLoader
   worker does) against the same stack into reused memory;
-* then v1, v5 and v6 of the ablation, in the same process, each as a fraction of its bound.
+* then v1, v5 and v6 of the ablation, in the same process, each as a fraction of its bound;
+* the crop-decode bound (``--only crops``, or with the rest): at both sizes the training loaders are measured at
+  (the kit's 800x600 photos and the 160x120 set of ``train_pipeline.py --small``), the bare crop path of the
+  loader's decoder (read from the pack, decode at the box's DCT scale, cut, resize to 224, flip: no loader, no
+  batch) on one core x the usable cores, bracketed as above around `make_loader`'s training loader over the same
+  pack; the loader's fraction of it, against the goal of 80 %; and 2.5x the tutorial's pipeline (Pillow +
+  ``v2.RandomResizedCrop`` on one core x the cores) set beside the bound, to say whether that goal can be reached
+  at all on these images.
 
 A shared or virtual machine's speed drifts by tens of percent from minute to minute, so each
 version is bracketed by measurements of its bound taken just before and just after it, and its
 fraction is taken against their mean; ``--rounds`` rounds, medians over rounds reported.
 
     python benchmarks/limits.py                    # data/photos, made if missing
+    python benchmarks/limits.py --only crops --rounds 3    # the crop-decode bound at both sizes, ~5 minutes
     LABKIT_QUICK=1 python benchmarks/limits.py --rounds 2    # 256 images
 """
 
@@ -23,22 +31,39 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
+import sys
+from io import BytesIO
 from statistics import median
-from typing import Any, Sequence
+from typing import Any, Callable, Dict, Sequence
 
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from labkit.bench.ablation import VERSIONS, AblationSettings, measure_version
-from labkit.bench.workspace import OUTPUT_SIZE, prepare
+from labkit.bench.synthetic_data import make_photos
+from labkit.bench.workspace import OUTPUT_SIZE, data_root, prepare
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch, time_calls
+from labkit.datasets.pack_datasets import PackedDataset
+from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import DECODERS, decode_image
 from labkit.measure.loader_timing import spread_indices
 from labkit.measure.result_files import result_path, write_result
+from labkit.measure.verdict import goal_outcome
 from labkit.storage.pack_format import PackReader
+from labkit.workers.loader_factory import make_loader
 from labkit.workers.thread_budget import torch_threads
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import timed_run  # noqa: E402  (the benchmarks share one timing loop)
+from train_pipeline import BATCH, ENGINE, OUT, SMALL, training_transform  # noqa: E402  (the training loaders' setup)
+
+#: The least fraction of the crop-decode bound the training loader is to reach.
+CROP_BOUND_GOAL = 0.8
+#: The tutorial-baseline multiple the training loaders aim at (``train_pipeline.py``'s goal).
+BASELINE_GOAL = 2.5
 
 
 def single_core_rates(pack: str, samples: int, repeats: int = 3, decoders: Sequence[str] = DECODERS) -> dict:
@@ -171,17 +196,88 @@ def measure_round(ws, settings: AblationSettings, cores: int, samples: int) -> d
             "copy_bytes_per_s": bandwidth, "worker_stack_ms": stack_ms, "versions": rows}
 
 
+def one_core_rate(pack: str, samples: int, step: Callable[[int, bytes], Any], repeats: int = 3) -> float:
+    """images/s of ``step(index, bytes)`` over ``samples`` images of ``pack`` read beforehand, on one thread: the median
+    of ``repeats`` passes."""
+    reader = PackReader(pack)
+    indices = spread_indices(len(reader), samples)
+    blobs = [reader.read(i) for i in indices]
+    with torch_threads(1):
+        passes = time_calls(lambda: [step(i, data) for i, data in zip(indices, blobs)], repeats, warmup=1)
+    return len(indices) / passes.median
+
+
+def crop_bound_round(pack: str, cores: int, samples: int, batches: int) -> Dict[str, float]:
+    """One round at one size: the bare crop path on one core x ``cores`` just before and just after `make_loader`'s
+    training loader over the same pack, the tutorial pipeline on one core x ``cores``, and the loader's fraction of
+    the bound (their mean)."""
+    from PIL import Image
+
+    crop, baseline = RandomResizedCrop(OUT), training_transform()
+
+    def bare(index: int, data: bytes) -> None:
+        crop.decode(data, index, 0, ENGINE)
+
+    before = one_core_rate(pack, samples, bare) * cores
+    loader = timed_run(lambda: make_loader(PackedDataset(pack, ENGINE, crop=crop), batch_size=BATCH, shuffle=True,
+                                           num_workers=cores, pin_memory=False), batches)
+    after = one_core_rate(pack, samples, bare) * cores
+    tutorial = one_core_rate(pack, samples, lambda i, data: baseline(Image.open(BytesIO(data)).convert("RGB"))) * cores
+    bound = (before + after) / 2
+    return {"bound_images_per_s": bound, "bound_before_after": [before, after], "loader_images_per_s": loader,
+            "fraction": loader / bound, "tutorial_images_per_s": tutorial}
+
+
+def crop_bounds(sets: Dict[str, str], cores: int, rounds: int, samples: int, batches: int) -> Dict[str, Any]:
+    """`crop_bound_round` ``rounds`` times for each set, printed with the goal's outcome and the baseline's multiple."""
+    found: Dict[str, Any] = {}
+    for label, pack in sets.items():
+        per_round = [crop_bound_round(pack, cores, samples, batches) for _ in range(rounds)]
+        fractions = [r["fraction"] for r in per_round]
+        bound, tutorial = (median(r[k] for r in per_round) for k in ("bound_images_per_s", "tutorial_images_per_s"))
+        loader, fraction = median(r["loader_images_per_s"] for r in per_round), median(fractions)
+        outcome = goal_outcome(fraction, min(fractions), max(fractions), CROP_BOUND_GOAL)
+        reachable = BASELINE_GOAL * tutorial <= bound
+        found[label] = {"rounds": per_round, "bound_images_per_s": bound, "loader_images_per_s": loader,
+                        "fraction": fraction, "goal": CROP_BOUND_GOAL, "goal_outcome": outcome,
+                        "tutorial_images_per_s": tutorial, "baseline_goal_within_bound": reachable}
+        print(f"{label}: crop-decode bound ({ENGINE}, one core x {cores}) {bound:.0f} images/s; make_loader "
+              f"{loader:.0f} images/s = {fraction:.0%} of it (rounds {min(fractions):.0%}-{max(fractions):.0%}); "
+              f"goal {CROP_BOUND_GOAL:.0%}: {outcome}")
+        print(f"  the tutorial pipeline on one core x {cores}: {tutorial:.0f} images/s; {BASELINE_GOAL}x that is "
+              f"{BASELINE_GOAL * tutorial:.0f}, {'within' if reachable else 'above'} the bound "
+              f"({BASELINE_GOAL * tutorial / bound:.0%} of it)" + ("" if reachable else
+                                                                   ": no loader with this decoder can reach it here"))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of v1, v5 and v6, each bracketed by its bound; medians over rounds reported")
+    parser.add_argument("--only", choices=("versions", "crops"), default=None,
+                        help="only the ablation's versions against their bounds, or only the crop-decode bound")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     quick = quick_mode()
-    out = result_path("limits", quick, args.json)
+    out = result_path("limits_crops" if args.only == "crops" else "limits", quick, args.json)
     ws = prepare(args.data, quick=quick, progress=False)
     cores = usable_cpus()
+    info = machine_info()
+    results: Dict[str, Any] = {"machine": info, "images": ws.count}
+    if args.only != "versions":
+        folder = os.path.join(data_root(), "photos-160x120")
+        make_photos(folder, SMALL, progress=False)
+        small = prepare(folder, quick=True, progress=False, recheck=False)
+        print(f"Machine: {describe_machine(info)}")
+        results["crops"] = crop_bounds({f"{ws.count} photos of {args.data or '800x600'}": ws.pack,
+                                        f"{small.count} photos of 160x120": small.pack}, cores, args.rounds,
+                                       samples=32 if quick else 128, batches=2 if quick else 15)
+        if args.only == "crops":
+            write_result(out, results)
+            print(f"wrote {out}")
+            return
     settings = AblationSettings(runs=1, steps=3 if quick else 20, min_seconds=0.0 if quick else 3.0)
     if quick:
         print("quick mode: a smoke test of this script; 3 batches are too few to measure, so ignore the fractions")
@@ -192,7 +288,6 @@ def main() -> None:
         print(f"round {k + 1}/{args.rounds}: " + ", ".join(
             f"{vid} {r['images_per_s']:.0f} images/s = {r['fraction']:.0%} of {r['bound']}" for vid, r in v.items()),
             flush=True)
-    info = machine_info()
     print(f"Machine: {describe_machine(info)}")
     decoders = rounds[0]["single_core_images_per_s"]
     print(f"single-core decode + resize to {OUTPUT_SIZE}x{OUTPUT_SIZE}, median over rounds: " +
@@ -227,7 +322,7 @@ def main() -> None:
         print(f"  a worker stacks a batch of {settings.batch_size} into fresh shared memory in {fresh:.1f} ms "
               f"(into reused memory {reused:.1f} ms), {fresh / decode_ms:.1%} of the {decode_ms:.0f} ms it takes "
               "to decode that batch on one core")
-    write_result(out, {"machine": info, "images": ws.count, "rounds": rounds, "median": summary})
+    write_result(out, {**results, "rounds": rounds, "median": summary})
     print(f"wrote {out}")
 
 

@@ -46,7 +46,8 @@ from labkit.core.environment import usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch
 from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
-from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode.backends import check_decodable
 from labkit.diagnose.soak import trace_worker_memory
 from labkit.measure.page_cache import empty_page_cache, resident_share

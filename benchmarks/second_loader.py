@@ -27,7 +27,7 @@ from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch
 from labkit.core.wording import count
-from labkit.datasets.map_style import PackedDataset
+from labkit.datasets.pack_datasets import PackedDataset
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.measure.process_memory import tree_memory_bytes, tree_memory_measure

@@ -24,7 +24,7 @@ from labkit.core.environment import quick_mode
 from labkit.core.machine import os_name
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.user_paths import check_output_file
-from labkit.datasets.map_style import PackedDataset
+from labkit.datasets.pack_datasets import PackedDataset
 from labkit.diagnose.soak import SoakReport, run_soak
 from labkit.measure.page_cache import resident_fraction
 from labkit.measure.process_memory import MEASURES

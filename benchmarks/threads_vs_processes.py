@@ -35,7 +35,7 @@ def one_run(pack: str, loader: str, batches: int) -> float:
     """Images per second of one fresh loader (in this process)."""
     from labkit.core.timing import Stopwatch
     from labkit.measure.loader_timing import prefetched_batches
-    from labkit.datasets.map_style import PackedDataset
+    from labkit.datasets.pack_datasets import PackedDataset
     from labkit.decode.random_crop import RandomResizedCrop
     from labkit.workers.loader_factory import make_loader
     from labkit.workers.thread_loader import ThreadLoader

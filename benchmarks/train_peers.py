@@ -9,6 +9,11 @@ Each is used the way its documentation shows, on the same photos and with as man
 * NVIDIA DALI's CPU pipeline (``device_id=None``): ``readers.file`` + ``decoders.image_random_crop``, which
   decodes only the crop's region, then ``resize`` and ``flip``; threads in one process.
   ``pip install nvidia-dali-cuda120`` (the wheel carries its libraries).
+* SPDL (Meta's thread-based pipeline): a ``PipelineBuilder`` whose source is the shuffled (path, label) list; each
+  file demuxed and decoded by FFmpeg in a pool of threads (``concurrency=workers``), its random-resized crop, resize
+  and flip done by FFmpeg's filter graph inside the decode (torchvision's ``RandomResizedCrop.get_params`` draws the
+  box), then ``aggregate`` to batches and ``convert_frames`` into one array. ``pip install spdl`` and FFmpeg's shared
+  libraries (Debian and Ubuntu: the ``ffmpeg`` package pulls them in).
 * LitData: chunks written by ``litdata.optimize`` (the files' bytes as they are), read by
   ``StreamingDataset`` + ``StreamingDataLoader`` with the torchvision training transform in its workers.
 Each writer works where the kit keeps what it derives from a folder: never beside the user's photos.
@@ -19,7 +24,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
-from typing import Any, Callable, Iterator, Tuple
+from typing import Any, Callable, Iterator, List, Tuple
 
 import torch
 
@@ -85,6 +90,36 @@ def dali_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[Tu
     for batch_dict in DALIGenericIterator(pipeline, ["image", "label"], reader_name="reader",
                                           last_batch_policy=LastBatchPolicy.DROP):
         yield batch_dict[0]["image"], batch_dict[0]["label"].squeeze(-1)
+
+
+def spdl_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    """SPDL's thread pipeline as (uint8 N×3×H×W, labels) batches: one epoch, then it stops."""
+    import random
+
+    import spdl.io
+    from spdl.pipeline import PipelineBuilder
+    from torchvision.transforms import RandomResizedCrop
+
+    items = samples(folder)
+    random.shuffle(items)
+
+    def load(item: Tuple[str, int]) -> Tuple[Any, int]:
+        path, label = item
+        packets = spdl.io.demux_image(path)
+        shape = torch.empty(()).expand(3, packets.height, packets.width)  # the size get_params reads, no pixels
+        top, left, height, width = RandomResizedCrop.get_params(shape, [0.08, 1.0], [3 / 4, 4 / 3])
+        flip = ",hflip" if random.random() < 0.5 else ""
+        graph = f"crop={width}:{height}:{left}:{top},scale={size}:{size}:flags=bilinear{flip},format=pix_fmts=rgb24"
+        return spdl.io.decode_packets(packets, filter_desc=graph), label
+
+    def collate(loaded: List[Tuple[Any, int]]) -> Tuple[torch.Tensor, torch.Tensor]:
+        images = spdl.io.to_torch(spdl.io.convert_frames([frames for frames, _ in loaded]))
+        return images.permute(0, 3, 1, 2), torch.tensor([label for _, label in loaded])
+
+    pipeline = (PipelineBuilder().add_source(items).pipe(load, concurrency=workers, output_order="completion")
+                .aggregate(batch, drop_last=True).pipe(collate).add_sink(2).build(num_threads=workers))
+    with pipeline.auto_stop():
+        yield from pipeline.get_iterator(timeout=600)
 
 
 def _file_bytes(sample: Tuple[str, int]) -> dict:

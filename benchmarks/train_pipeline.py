@@ -21,9 +21,10 @@ photo-like 800x600 JPEGs; ``--small`` adds a 160x120 set, where every crop is an
   ending normalised float;
 * ``labkit pack torchcodec``: the same crops after a full decode by the ``torchcodec`` decoder (a decoder that
   cannot crop in its decode falls back to that), where torchcodec is installed;
-* peers, where they import (``pip install -e ".[peers]"``, and benchmarks/train_peers.py for FFCV, DALI and
+* peers, where they import (``scripts/install_peers.sh``, and benchmarks/train_peers.py for FFCV, DALI, SPDL and
   LitData): WebDataset and MosaicML Streaming with the torchvision training transform in their workers, FFCV,
-  DALI and LitData with their own training pipelines; one that does not import is reported with the exact error.
+  DALI, SPDL and LitData with their own training pipelines (SPDL's a pool of threads: the thread pipeline
+  labkit's ``ThreadLoader`` answers); one that does not import is reported with the exact error.
 Runs alternate between contenders; each run is a fresh process (a peer's threads cannot outlive its run) with a
 fresh loader, one warm-up batch, then ``--batches`` batches; the median of ``--runs`` is reported with each ratio and its verdict (`labkit.measure.verdict`).
 Before the loaders, one process times each step per image on one core (`decode_floor`): what a full decode,
@@ -50,7 +51,8 @@ from labkit.collate.batching import stack_uint8
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import time_calls
-from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode.crop_box import crop_resize_flip, dct_scale
 from labkit.decode.pil_crop import displayed_hw
 from labkit.decode.random_crop import RandomResizedCrop
@@ -69,7 +71,7 @@ from peers import samples, timed_run  # noqa: E402  (the benchmarks share one ti
 OUT = 224
 BATCH = 64
 SMALL = PhotoSpec(n=512, width=160, height=120, seed=3)
-PEERS = ("ffcv", "nvidia-dali", "litdata", "webdataset", "mosaicml-streaming")
+PEERS = ("ffcv", "nvidia-dali", "spdl", "litdata", "webdataset", "mosaicml-streaming")
 OVERHEAD_GOAL_MS = 0.3
 #: The decoder of labkit's contenders: the fastest that every install has and CI tests (the region decoder,
 #: where a libturbojpeg 3 loads, is measured in its own row).
@@ -118,7 +120,7 @@ def decode_jpeg_loader(folder: str, workers: int) -> DataLoader:
 def write_peer_stores(folder: str, workers: int) -> Dict[str, Any]:
     """Each importable peer's own store of ``folder``, written once, where the kit keeps what it derives from a
     folder (never beside a user's photos): {peer: its path(s)}. MDS stores the images re-encoded by PIL, as its
-    ``jpeg`` column does, FFCV by OpenCV; DALI reads the folder itself."""
+    ``jpeg`` column does, FFCV by OpenCV; DALI and SPDL read the folder itself."""
     from peers import write_mds, write_tar_shards
 
     place = derived_folder(folder, None)
@@ -129,6 +131,8 @@ def write_peer_stores(folder: str, workers: int) -> Dict[str, Any]:
         stores["ffcv"] = train_peers.write_beton(folder, os.path.join(place, f"{name}.beton"), workers)
     if status["nvidia-dali"] == "imports":
         stores["nvidia-dali"] = folder
+    if status["spdl"] == "imports":
+        stores["spdl"] = folder
     if status["litdata"] == "imports":
         stores["litdata"] = train_peers.write_litdata(folder, os.path.join(place, f"{name}-litdata"), workers)
     if status["webdataset"] == "imports":
@@ -145,6 +149,8 @@ def peer_loader(name: str, store: Any, workers: int) -> Any:
         return train_peers.ffcv_loader(store, BATCH, workers, OUT)
     if name == "nvidia-dali":
         return train_peers.dali_loader(store, BATCH, workers, OUT)
+    if name == "spdl":
+        return train_peers.spdl_loader(store, BATCH, workers, OUT)
     if name == "litdata":
         return train_peers.litdata_loader(store, BATCH, workers, training_transform())
     from peers import _MDSImages, webdataset_loader
@@ -250,7 +256,7 @@ def device_cropped(loader: DataLoader) -> Any:
 def peer_status() -> Dict[str, str]:
     """Whether each peer imports here, or the exact error that keeps it out."""
     found: Dict[str, Any] = {}
-    for name, module in zip(PEERS, ("ffcv", "nvidia.dali", "litdata", "webdataset", "streaming")):
+    for name, module in zip(PEERS, ("ffcv", "nvidia.dali", "spdl.io", "litdata", "webdataset", "streaming")):
         try:
             __import__(module)
         except Exception as e:  # the exact error is the result

@@ -41,12 +41,12 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "pack_samples": "labkit.storage.sample_writer",
     "scan_image_folder": "labkit.storage.image_folder",
     # datasets
-    "ImageFolderDataset": "labkit.datasets.map_style",
-    "ImageFilesDataset": "labkit.datasets.map_style",
+    "ImageFolderDataset": "labkit.datasets.encoded_images",
+    "ImageFilesDataset": "labkit.datasets.encoded_images",
     "RecordDataset": "labkit.datasets.engines",
     "decode_stream": "labkit.datasets.engines",
-    "PackedDataset": "labkit.datasets.map_style",
-    "DecodedArrayDataset": "labkit.datasets.map_style",
+    "PackedDataset": "labkit.datasets.pack_datasets",
+    "DecodedArrayDataset": "labkit.datasets.pack_datasets",
     "ShardedIterableDataset": "labkit.datasets.iterable",
     "LiveStreamDataset": "labkit.datasets.iterable",
     # samplers

@@ -14,7 +14,7 @@ from typing import Dict, List
 import pytest
 import torch
 
-from labkit.bench.synthetic_data import PhotoSpec, make_photos
+from labkit.bench.synthetic_data import PhotoSpec, make_photos, read_manifest
 from labkit.storage.packing import pack_folder
 
 if "forkserver" in multiprocessing.get_all_start_methods():
@@ -107,6 +107,12 @@ def corrupt_photos(tmp_path) -> str:
     spec = PhotoSpec(n=30, classes=3, width=96, height=72, seed=3, corrupt=0.3)
     make_photos(root, spec, workers=1, progress=False)
     return root
+
+
+def corrupt_indices(ds, root: str):
+    """The paths of ``root``'s corrupt files (its manifest's), and their indices in ``ds``."""
+    corrupt = {os.path.join(root, c["path"]) for c in read_manifest(root)["corrupt"]}
+    return corrupt, [i for i in range(len(ds)) if ds.sample_path(i) in corrupt]
 
 
 _SHM = "/dev/shm"

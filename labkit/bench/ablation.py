@@ -35,7 +35,8 @@ from labkit.core.machine import describe_machine, machine_info
 from labkit.core.plotting import pyplot
 from labkit.core.timing import Stopwatch, time_calls
 from labkit.core.wording import clipped
-from labkit.datasets.map_style import LabeledImageDataset, PackedDataset
+from labkit.datasets.labeled_images import LabeledImageDataset
+from labkit.datasets.pack_datasets import PackedDataset
 from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK
 from labkit.decode.backends import OUTPUT_SIZE
 from labkit.decode.random_crop import RandomResizedCrop

@@ -31,7 +31,7 @@ from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
 from labkit.core.machine import MemoryFacts
 from labkit.core.timing import Stopwatch
-from labkit.datasets.map_style import DecodedArrayDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset
 from labkit.datasets.storage_kinds import DECODED_PACK, FOLDER, PACK
 from labkit.decode.registry import DECODERS
 from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose

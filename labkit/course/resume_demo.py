@@ -24,7 +24,7 @@ from typing import Sequence, Sized
 import torch
 
 from labkit.course.pitfalls import IndexedDataset
-from labkit.datasets.map_style import DecodedArrayDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset
 from labkit.distributed.checkpoint import load_checkpoint, save_checkpoint
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.workers.loader_factory import make_loader

@@ -16,7 +16,7 @@ from typing import List, Optional
 
 from labkit.bench.ablation import model_step
 from labkit.bench.workspace import course_workspace
-from labkit.datasets.map_style import PackedDataset
+from labkit.datasets.pack_datasets import PackedDataset
 from labkit.device.transfer import DevicePrefetcher
 from labkit.workers.loader_factory import make_loader
 

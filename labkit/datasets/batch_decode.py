@@ -1,18 +1,16 @@
 """The batch as the unit of work: a whole batch decoded by a few threads straight into one uint8 tensor.
 
-torch's DataLoader hands a dataset that has ``__getitems__`` the whole batch of indices at once. labkit's
-image datasets use that: every sample of the batch is read, decoded (or cropped) and written into its row
-of one preallocated ``B×3×H×W`` uint8 tensor — in shared memory inside a worker, so it crosses to the main
-process without a copy — by a few threads of the process doing the fetch, started for the batch and joined
-before it is handed on. The decoders release
-the GIL (`labkit.decode.registry`), so the threads decode in parallel; `labkit.collate.batching.stack_uint8`
-sees rows of one tensor and passes it on without stacking a copy.
+torch's DataLoader hands a dataset that has ``__getitems__`` the whole batch of indices at once; the engine
+(`labkit.datasets.batch_engine`) plans and reads the batch, and a `BatchDecoder` decodes it: every sample written
+into its row of one preallocated ``B×3×H×W`` uint8 tensor — in shared memory inside a worker, so it crosses to the
+main process without a copy — by a few threads of the process doing the fetch, started for the batch and joined
+before it is handed on. The decoders release the GIL (`labkit.decode.registry`), so the threads decode in
+parallel; `labkit.collate.batching.stack_uint8` sees rows of one tensor and passes it on without stacking a copy.
 
 Threads x processes stay within the rank's CPUs (`labkit.core.cpus`): with two workers on two cores
 each worker decodes on its own thread; with no workers (or a `ThreadLoader`) the main process gets the rank's
-share. A sample that fails is fetched again on its own through the dataset's per-sample
-path, so it is named in a `SampleError`, or substituted and recorded under ``on_error="skip"``, exactly as
-without the batch path.
+share. The rows that fail are handed back to the engine, which fetches each again on its own, so it is named or
+substituted as without the batch path.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
-import numpy as np
 import torch
 from torch.utils.data import get_worker_info
 

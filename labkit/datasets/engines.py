@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from labkit.core.errors import LabkitKeyError, LabkitTypeError
-from labkit.datasets.map_style import Crop, EncodedImages, LabeledImageDataset, output_hw
+from labkit.datasets.encoded_images import EncodedImages
+from labkit.datasets.labeled_images import Crop, LabeledImageDataset, output_hw
 from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.registry import get_decoder, preferred_decoder
 

@@ -12,9 +12,10 @@ import torch
 
 from labkit.core.errors import LabkitValueError
 from labkit.core.string_table import PathLike
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.labeled_images import Crop, LabeledImageDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset, EncodedPackDataset, PackedDataset
 from labkit.decode.backends import OUTPUT_SIZE, Size
-from labkit.datasets.map_style import (Crop, DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset,
-                                       LabeledImageDataset, PackedDataset)
 
 FOLDER = "folder"  # one file per image, class folders (ImageFolder)
 PACK = "pack"  # the encoded files in one pack (`labkit pack`)

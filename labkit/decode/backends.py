@@ -40,6 +40,7 @@ from PIL import Image, ImageOps
 from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
 from labkit.core.torch_internals import antialiased_bilinear
 from labkit.decode.jpeg_orientation import rotates
+from labkit.decode.stage_laps import StageLaps, lap
 
 Size = Union[int, Tuple[int, int], Sequence[int], None]
 #: The output side the seed's ablation decodes to (``Resize((256, 256))``), every decoder's default.
@@ -206,30 +207,43 @@ def resize_uint8(image: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
     return out.reshape(image.shape[:-3] + (channels, *hw))
 
 
-def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool) -> torch.Tensor:
+def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool,
+                     laps: Optional[StageLaps] = None) -> torch.Tensor:
     hw = target_hw(size)
     img = open_image(data, max_pixels)
     try:
         if reduced and hw is not None and img.format == "JPEG":
             img.draft("RGB", (hw[0], hw[1]) if rotates(pil_orientation(img)) else (hw[1], hw[0]))
         img = to_rgb(img)
-        if hw is None or img.size == (hw[1], hw[0]):
-            return pil_to_tensor(img)
+        img.load()  # an RGB file's pixels are decoded here, not by whatever asks for them first
+        lap(laps, "decode")
+        resized = hw is None or img.size == (hw[1], hw[0])
         if reduced:  # resize the H×W×C pixels through a C×H×W view: no copy before the resize
-            return resize_uint8(pil_chw(img), hw).contiguous()
-        return pil_to_tensor(img.resize((hw[1], hw[0]), Image.BILINEAR))
+            image = pil_chw(img)
+            lap(laps, "to-tensor")
+            image = image.contiguous() if resized else resize_uint8(image, hw).contiguous()
+            lap(laps, "resize")
+            return image
+        if not resized:
+            img = img.resize((hw[1], hw[0]), Image.BILINEAR)
+        lap(laps, "resize")
+        image = pil_to_tensor(img)
+        lap(laps, "to-tensor")
+        return image
     except (OSError, SyntaxError, ValueError) as e:
         raise DecodeError(describe_failure(data, e, f"cannot decode {img.format or 'image'}")) from None
 
 
-def decode_pil(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_pil(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
+               laps: Optional[StageLaps] = None) -> torch.Tensor:
     """Full PIL decode, then bilinear resize to ``size`` (the seed's baseline)."""
-    return _decode_with_pil(data, size, max_pixels, reduced=False)
+    return _decode_with_pil(data, size, max_pixels, False, laps)
 
 
-def decode_pil_reduced(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_pil_reduced(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
+                       laps: Optional[StageLaps] = None) -> torch.Tensor:
     """JPEG DCT-domain downscale (``Image.draft``) to no less than ``size``, then torch's uint8 resize."""
-    return _decode_with_pil(data, size, max_pixels, reduced=True)
+    return _decode_with_pil(data, size, max_pixels, True, laps)
 
 
 def check_decodable(data: bytes, max_pixels: int = MAX_PIXELS) -> None:
@@ -249,28 +263,33 @@ def check_decodable(data: bytes, max_pixels: int = MAX_PIXELS) -> None:
         raise DecodeError(describe_failure(data, e, f"cannot decode {img.format or 'image'}")) from None
 
 
-def _finish(img: torch.Tensor, size: Size) -> torch.Tensor:
+def _finish(img: torch.Tensor, size: Size, laps: Optional[StageLaps]) -> torch.Tensor:
     """A decoded C×H×W tensor → contiguous uint8 at ``size``: 16-bit PNGs scaled to 8 bits, then resized."""
+    lap(laps, "decode")
     if img.dtype != torch.uint8:
         img = (img.to(torch.int32) >> 8).to(torch.uint8)
+    lap(laps, "to-tensor")  # the library decodes straight into a tensor: only a 16-bit image has work here
     hw = target_hw(size)
     if hw is not None and tuple(img.shape[-2:]) != hw:
         img = resize_uint8(img, hw)
-    return img.contiguous()
+    img = img.contiguous()
+    lap(laps, "resize")
+    return img
 
 
-def decode_torchvision(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_torchvision(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
+                       laps: Optional[StageLaps] = None) -> torch.Tensor:
     """libjpeg-turbo / libpng through ``torchvision.io``, antialiased bilinear resize on uint8."""
     header = open_image(data, max_pixels)
     if header.format not in TORCHVISION_FORMATS or header.mode == "CMYK":
-        return _decode_with_pil(data, size, max_pixels, reduced=False)
+        return _decode_with_pil(data, size, max_pixels, False, laps)
     try:
         tvio = torchvision_io()
         img = tvio.decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8),
                                 mode=tvio.ImageReadMode.RGB, apply_exif_orientation=True)
     except RuntimeError as e:
         raise DecodeError(describe_failure(data, e, f"cannot decode {header.format}")) from None
-    return _finish(img, size)
+    return _finish(img, size, laps)
 
 
 def torchcodec_available() -> bool:
@@ -284,7 +303,8 @@ def _require_torchcodec() -> None:
                           "(or choose another decoder)")
 
 
-def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
+                      laps: Optional[StageLaps] = None) -> torch.Tensor:
     """``torchcodec.decoders.decode_image`` (torchvision's successor; it applies the EXIF orientation),
     antialiased bilinear resize on uint8."""
     _require_torchcodec()
@@ -292,7 +312,7 @@ def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = M
 
     header = open_image(data, max_pixels)
     if header.format not in TORCHCODEC_FORMATS or header.mode == "CMYK":
-        return _decode_with_pil(data, size, max_pixels, reduced=False)
+        return _decode_with_pil(data, size, max_pixels, False, laps)
     try:
         img = torchcodec_decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode="RGB",
                                       output_dtype="auto")
@@ -300,7 +320,7 @@ def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = M
         raise DecodeError(describe_failure(data, e, f"cannot decode {header.format}")) from None
     if img.dim() == 4:  # an animated GIF or WebP: the first frame, as Pillow and torchvision give
         img = img[0]
-    return _finish(img, size)
+    return _finish(img, size, laps)
 
 
 def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = OUTPUT_SIZE,
@@ -333,7 +353,7 @@ def _first_undecodable(blobs: Sequence[torch.Tensor], device: Union[str, torch.d
     return None
 
 
-Decoder = Callable[..., torch.Tensor]  #: (bytes, size, max_pixels) -> uint8 (3, H, W)
+Decoder = Callable[..., torch.Tensor]  #: (bytes, size, max_pixels, laps=None) -> uint8 (3, H, W)
 
 
 def psnr(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -2,8 +2,8 @@
 
 A record says what a decoder is called, how it decodes a whole image and a random-resized crop, which
 formats its own library reads (any other file goes through Pillow), whether it decodes a JPEG at a DCT
-scale or only the crop's detail, whether threads can decode in parallel with it, and how its work splits
-into stages for `labkit.diagnose.stage_timing`. The dataset's crop note, the stage timer, the bottleneck
+scale or only the crop's detail, and whether threads can decode in parallel with it. Every decode function
+marks its stages on a lap clock where handed one (`labkit.decode.stage_laps`), which the stage timer reads. The dataset's crop note, the stage timer, the bottleneck
 explainer, the autotuner, the ablation, ``labkit doctor`` and the loader panel all read these records.
 
 Whether a decoder releases the GIL was measured, not assumed: 64 of the kit's 800×600 photos decoded
@@ -20,7 +20,6 @@ from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 import torch
 
 from labkit.core.errors import LabkitError, LabkitValueError
-from labkit.decode import decoder_stages
 from labkit.decode.batch_crop import ShareCropper
 from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, Decoder, Size,
                                     decode_jpeg_batch, decode_pil, decode_pil_reduced, decode_torchcodec,
@@ -52,7 +51,6 @@ class DecoderInfo:
     scales_in_decode: bool  #: decodes a JPEG at 1/2, 1/4 or 1/8 when the output needs no more
     crops_in_decode: bool  #: a crop box is decoded at only the detail it needs
     releases_gil: bool  #: threads in one process decode in parallel
-    stages: decoder_stages.StageChain  #: output (h, w) -> its work as timed stages
     install: str = ""  #: what to install where the library is missing ("" for Pillow and torchvision)
     optional: bool = False  #: from an optional extra of labkit (else every install of labkit has it)
     #: its own loop over a thread's share of a batch (`labkit.decode.batch_crop`); None: one `crop` call a sample
@@ -70,21 +68,23 @@ def _known() -> List[Tuple[DecoderInfo, bool]]:
     from labkit.decode.simplejpeg_decoder import crop_simplejpeg, decode_simplejpeg
 
     return [
-        (DecoderInfo("pil", decode_pil, crop_after_decode(decode_pil), "Pillow", PILLOW_FORMATS, False, False, True,
-                     decoder_stages.pil_stages), True),
+        (DecoderInfo("pil", decode_pil, crop_after_decode(decode_pil), "Pillow", PILLOW_FORMATS,
+                     scales_in_decode=False, crops_in_decode=False, releases_gil=True), True),
         (DecoderInfo("pil-reduced", decode_pil_reduced, crop_pil_reduced, "Pillow (Image.draft) + torch resize",
-                     PILLOW_FORMATS, True, True, True, decoder_stages.pil_reduced_stages), True),
+                     PILLOW_FORMATS, scales_in_decode=True, crops_in_decode=True, releases_gil=True), True),
         (DecoderInfo("torchvision", decode_torchvision, crop_after_decode(decode_torchvision), "torchvision.io",
-                     frozenset(TORCHVISION_FORMATS), False, False, True, decoder_stages.torchvision_stages), True),
+                     frozenset(TORCHVISION_FORMATS), scales_in_decode=False, crops_in_decode=False,
+                     releases_gil=True), True),
         (DecoderInfo("torchcodec", decode_torchcodec, crop_after_decode(decode_torchcodec), "torchcodec",
-                     frozenset(TORCHCODEC_FORMATS), False, False, True, decoder_stages.torchcodec_stages,
-                     "pip install 'torch-labkit[torchcodec]'", optional=True), _optional("torchcodec")),
+                     frozenset(TORCHCODEC_FORMATS), scales_in_decode=False, crops_in_decode=False, releases_gil=True,
+                     install="pip install 'torch-labkit[torchcodec]'", optional=True), _optional("torchcodec")),
         (DecoderInfo("simplejpeg", decode_simplejpeg, crop_simplejpeg, "simplejpeg (libjpeg-turbo 3) + torch resize",
-                     JPEG_ONLY, True, True, True, decoder_stages.simplejpeg_stages,
-                     "pip install simplejpeg", crop_share=crop_share_simplejpeg), _optional("simplejpeg")),
+                     JPEG_ONLY, scales_in_decode=True, crops_in_decode=True, releases_gil=True,
+                     install="pip install simplejpeg", crop_share=crop_share_simplejpeg), _optional("simplejpeg")),
         (DecoderInfo("turbojpeg", decode_simplejpeg, turbojpeg_region.crop_turbojpeg,
-                     "TurboJPEG 3 region decode (crops); simplejpeg (whole images)", JPEG_ONLY, True, True,
-                     True, decoder_stages.simplejpeg_stages, turbojpeg_region.INSTALL), turbojpeg_region.available()),
+                     "TurboJPEG 3 region decode (crops); simplejpeg (whole images)", JPEG_ONLY,
+                     scales_in_decode=True, crops_in_decode=True, releases_gil=True,
+                     install=turbojpeg_region.INSTALL), turbojpeg_region.available()),
     ]
 
 
@@ -98,7 +98,7 @@ MISSING: Dict[str, str] = {info.name: info.install for info, installed in _KNOWN
 @dataclass(frozen=True)
 class DeviceDecoderInfo:
     """A decoder that runs on an accelerator, a batch at a time, after the loader: the workers hand over the encoded
-    files (`labkit.datasets.map_style.EncodedPackDataset`) and this decodes the batch where the model is. The
+    files (`labkit.datasets.pack_datasets.EncodedPackDataset`) and this decodes the batch where the model is. The
     datasets never take one (their workers decode on the CPU), so `DECODERS` does not list it."""
 
     name: str

@@ -28,6 +28,7 @@ from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, 
                                     describe_failure, refuse_oversized, resize_uint8, target_hw)
 from labkit.decode.jpeg_orientation import exif_orientation, orient, rotates
 from labkit.decode.pil_crop import crop_pil_reduced
+from labkit.decode.stage_laps import StageLaps, lap
 
 #: The JPEG colour spaces simplejpeg turns into RGB as Pillow does; CMYK and YCCK go to Pillow.
 OWN_COLORSPACES = ("YCbCr", "RGB", "Gray")
@@ -87,17 +88,21 @@ def displayed(pixels: np.ndarray, orientation: int) -> np.ndarray:
     return pixels if orientation == 1 else np.ascontiguousarray(orient(pixels, orientation))
 
 
-def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
+                      laps: Optional[StageLaps] = None) -> torch.Tensor:
     """A JPEG decoded at the smallest power-of-two DCT scale that is still no smaller than ``size``, then
     torch's antialiased uint8 resize; other files through Pillow (``pil-reduced``)."""
     header = own_jpeg(data, max_pixels)
     if header is None:
-        return decode_pil_reduced(data, size, max_pixels)
+        return decode_pil_reduced(data, size, max_pixels, laps)
     hw = target_hw(size)
-    image = chw(decode_displayed(data, *header, hw))
-    if hw is None or tuple(image.shape[-2:]) == hw:
-        return image.contiguous()
-    return resize_uint8(image, hw).contiguous()
+    pixels = decode_displayed(data, *header, hw)
+    lap(laps, "decode")
+    image = chw(pixels)
+    lap(laps, "to-tensor")
+    image = image.contiguous() if hw is None or tuple(image.shape[-2:]) == hw else resize_uint8(image, hw).contiguous()
+    lap(laps, "resize")
+    return image
 
 
 def crop_simplejpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: Tuple[int, int],

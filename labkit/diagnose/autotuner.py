@@ -31,7 +31,7 @@ from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitRuntimeError
 from labkit.core.machine import memory_facts
 from labkit.core.machine import describe_machine, machine_info
-from labkit.datasets.map_style import PackedDataset
+from labkit.datasets.pack_datasets import PackedDataset
 from labkit.datasets.storage_kinds import DECODED_PACK, PACK, open_images
 from labkit.decode.backends import OUTPUT_SIZE
 from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label

@@ -25,7 +25,8 @@ from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.core.timing import Passes, Stopwatch, time_calls, timestamp
 from labkit.datasets.fetch_log import FetchLoggedDataset
-from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset
 from labkit.decode.backends import MAX_PIXELS
 from labkit.measure.decoder_speed import time_decoders
 

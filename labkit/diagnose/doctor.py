@@ -182,7 +182,7 @@ def check_start_method(threads: Sequence[str]) -> Finding:
                        "create DataLoaders before starting threads, or multiprocessing_context='forkserver'")
     if method == "fork":
         return Finding("ok", "start method", "fork: workers start fast and share the parent's memory "
-                       "copy-on-write (keep paths in numpy arrays: labkit.datasets.map_style does)")
+                       "copy-on-write (keep paths in numpy arrays: labkit.datasets.encoded_images does)")
     return Finding("ok", "start method", f"{method}: workers import your code afresh, so datasets, samplers and "
                    "collates must be importable (not defined in a notebook); use persistent_workers=True")
 

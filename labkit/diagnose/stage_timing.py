@@ -1,11 +1,11 @@
 """Where ``__getitem__`` spends its time: one sample's stages timed apart, for each decoder (seed 2.1).
 
 The seed calls ``__getitem__`` the costliest link of the chain: read the file → decode →
-resize → to tensor → normalise. `time_stages` runs exactly that chain on real files, with the
-work each labkit decoder does (its record's stages, `labkit.decode.decoder_stages`), and times every
-stage on its own, so a lab can draw where the milliseconds go and see which stage a faster decoder
-removes. Each stage's output feeds the next, and the uint8 image before the normalise is the
-decoder's own output (the tests hold the two equal).
+resize → to tensor → normalise. `time_stages` runs exactly that chain on real files: the read, the
+decoder the datasets run (each of its stages marked on a lap clock as it ends,
+`labkit.decode.stage_laps`), and the normalise, so a lab can draw where the milliseconds go and see which
+stage a faster decoder removes. A file a decoder hands to Pillow (a PNG for ``simplejpeg``) is timed on
+the path it takes.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ import torch
 from labkit.core.errors import LabkitKeyError, LabkitValueError
 from labkit.core.plotting import pyplot
 from labkit.core.timing import Stopwatch
-from labkit.decode.backends import OUTPUT_SIZE, Size, target_hw
-from labkit.decode.decoder_stages import Stage
-from labkit.decode.registry import DECODERS, decoder_info
+from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size, target_hw
+from labkit.decode.registry import DECODERS, get_decoder
+from labkit.decode.stage_laps import StageLaps
 from labkit.device.transfer import normalize_uint8
 from labkit.workers.thread_budget import torch_threads
 
@@ -34,28 +34,23 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def stage_chain(decoder: str, size: Size = OUTPUT_SIZE) -> List[Stage]:
-    """The stages of one sample for ``decoder``, in the order that decoder runs them, each a function
-    of the previous stage's output (the first takes a path). Every stage of `STAGES` appears once."""
-    info = decoder_info(decoder)  # a clear error for an unknown name
+def run_stages(path: str, decoder: str, size: Size = OUTPUT_SIZE) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float]]:
+    """One sample read, decoded by ``decoder`` and normalised: (uint8 image, normalised float image, seconds per
+    stage in the order they ran; every stage of `STAGES` once)."""
+    decode = get_decoder(decoder)  # a clear error for an unknown name
     hw = target_hw(size)
     if hw is None:
         raise LabkitValueError("time_stages needs an output size: the resize is one of the stages")
-    return [("read", _read), *info.stages(hw), ("normalise", normalize_uint8)]
-
-
-def run_stages(path: str, decoder: str, size: Size = OUTPUT_SIZE) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float]]:
-    """One sample through `stage_chain`: (uint8 image, normalised float image, seconds per stage)."""
-    seconds: Dict[str, float] = {}
-    value: Any = path
-    image = None
-    for name, stage in stage_chain(decoder, size):
-        if name == "normalise":
-            image = value
-        watch = Stopwatch()
-        value = stage(value)
-        seconds[name] = watch.elapsed
-    return image, value, seconds  # type: ignore[return-value]
+    watch = Stopwatch()
+    data = _read(path)
+    seconds = {"read": watch.lap()}
+    laps = StageLaps()
+    image = decode(data, hw, MAX_PIXELS, laps=laps)
+    seconds.update(laps.seconds)
+    watch.lap()
+    normalised = normalize_uint8(image)
+    seconds["normalise"] = watch.lap()
+    return image, normalised, seconds
 
 
 @dataclass

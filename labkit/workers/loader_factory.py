@@ -23,7 +23,7 @@ from labkit.core.environment import profile_enabled
 from labkit.core.errors import LabkitValueError, LabkitWarning
 from labkit.core.wording import count
 from labkit.datasets.epoch_scoped import EpochScoped
-from labkit.datasets.map_style import LabeledImageDataset
+from labkit.datasets.labeled_images import LabeledImageDataset
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.every_sample import InOrderSampler, RandomPermutationSampler
 from labkit.samplers.resumable import ResumableSampler

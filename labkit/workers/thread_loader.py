@@ -17,7 +17,7 @@ from torch.utils.data import Sampler
 
 from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitTypeError, LabkitValueError
-from labkit.datasets.map_style import LabeledImageDataset
+from labkit.datasets.labeled_images import LabeledImageDataset
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.stateful_loader import StatefulLoader
 

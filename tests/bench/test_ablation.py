@@ -14,7 +14,8 @@ from labkit.bench.ablation import (TRAINING_VERSIONS, VERSIONS, NormalizeInWorke
                                     build_loader, device_batches, format_table, run_ablation, seed_notes,
                                     training_notes)
 from labkit.bench.workspace import prepare
-from labkit.datasets.map_style import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset, EncodedPackDataset, PackedDataset
 from labkit.decode.registry import NO_DECODE
 from labkit.device.transfer import DevicePrefetcher
 from labkit.diagnose.autotuner import Budget, LoaderConfig

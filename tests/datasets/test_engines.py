@@ -9,14 +9,13 @@ import tarfile
 
 import pytest
 import torch
+from conftest import OUT
 
 from labkit.core.errors import LabkitKeyError, LabkitTypeError
+from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.engines import RecordDataset, decode_stream
-from labkit.datasets.map_style import ImageFolderDataset
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.workers.loader_factory import make_loader
-
-from conftest import OUT
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import torch
 from torch.utils.data import ConcatDataset, Dataset, Subset, random_split
 
 from labkit.core.epoch_index import EpochBatch, EpochIndex
+from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.epoch_scoped import EpochScoped
-from labkit.datasets.map_style import ImageFolderDataset
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.workers.loader_factory import make_loader
 

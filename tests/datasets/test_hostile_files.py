@@ -7,7 +7,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from labkit.bench.synthetic_data import make_hostile
-from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset, SampleError
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
+from labkit.datasets.sample_errors import SampleError
 from labkit.storage.pack_format import verify_pack
 from labkit.storage.packing import pack_folder
 from labkit.tools.cli import main

@@ -5,8 +5,9 @@ import torch
 from conftest import OUT
 
 from labkit.core.errors import LabkitError
-from labkit.datasets.map_style import DecodedArrayDataset, EncodedPackDataset, ImageFolderDataset, PackedDataset
-from labkit.datasets.storage_kinds import (DECODED_PACK, ENCODED_PACK, FOLDER, PACK, STORAGE_KINDS, open_images)
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset, EncodedPackDataset, PackedDataset
+from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK, STORAGE_KINDS, open_images
 
 
 def test_each_kind_opens_as_its_dataset_at_the_size_asked(photos, encoded_pack, decoded_pack):

@@ -227,7 +227,7 @@ def test_a_resize_to_one_pixel_works_where_the_uint8_kernel_asserts(monkeypatch)
 def test_only_the_torchvision_decoder_imports_torchvision():
     # A worker that starts fresh imports what unpickling its dataset needs: Pillow's decoders must not cost it
     # torchvision's import.
-    code = ("import sys; from labkit.datasets.map_style import PackedDataset;"
+    code = ("import sys; from labkit.datasets.pack_datasets import PackedDataset;"
             "from labkit.decode.registry import get_decoder; get_decoder('pil-reduced');"
             "print('torchvision' in sys.modules); get_decoder('torchvision'); print('torchvision' in sys.modules)")
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

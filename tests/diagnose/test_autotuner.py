@@ -75,7 +75,7 @@ def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
 
 
 def test_a_configuration_is_the_make_loader_call_it_names(encoded_pack):
-    from labkit.datasets.map_style import PackedDataset
+    from labkit.datasets.pack_datasets import PackedDataset
     from labkit.workers.loader_factory import make_loader
 
     config = LoaderConfig("pil-reduced", num_workers=0, prefetch_factor=3, sampler="block")

@@ -8,7 +8,8 @@ from conftest import OUT, Sleepy
 from torch.utils.data import default_collate
 
 from labkit.collate.batching import stack_uint8
-from labkit.datasets.map_style import DecodedArrayDataset, ImageFolderDataset, PackedDataset
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
 from labkit.diagnose.bottleneck import (Timeline, advise, explain_bottleneck, find_slow_samples, record_timeline,
                                        share_memory_seconds)
 

@@ -18,7 +18,7 @@ from torch.utils.data import Dataset
 from labkit.core.machine import running
 from labkit.core.shared_log import SharedLog
 from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
-from labkit.datasets.map_style import PackedDataset
+from labkit.datasets.pack_datasets import PackedDataset
 from labkit.diagnose.soak import (GROWTH_FLOOR, GROWTH_LIMIT, MAIN, MIB, EpochRecord, SoakReport,
                                   join_threads_started_since, open_fds, run_soak, trace_worker_memory)
 from labkit.measure.process_memory import LINUX, MEASURES
@@ -247,7 +247,7 @@ def test_needs_workers():
 def test_pages_of_a_mapped_pack_count_in_rss_but_not_as_anonymous(tmp_path):
     """Workers that read a memory-mapped pack hold its pages: RSS grows by them (shared with the
     page cache, reclaimable), the unique anonymous reading (what a leak or copy-on-write grows) does not."""
-    from labkit.datasets.map_style import DecodedArrayDataset
+    from labkit.datasets.pack_datasets import DecodedArrayDataset
     from labkit.storage.pack_format import PackWriter
 
     path = tmp_path / "big.pack"

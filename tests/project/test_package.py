@@ -228,7 +228,7 @@ def test_torch_s_private_names_are_used_behind_one_door_only():
 
 
 # test modules that exercise one module from a second side (a stress run, the hostile files, the panels' callbacks)
-SECOND_SIDE = {"course/test_panel_callbacks.py": "course/panels.py", "datasets/test_hostile_files.py": "datasets/map_style.py",
+SECOND_SIDE = {"course/test_panel_callbacks.py": "course/panels.py", "datasets/test_hostile_files.py": "datasets/encoded_images.py",
                "workers/test_watchdog_failures.py": "workers/watchdog.py", "workers/test_watchdog_stress.py": "workers/watchdog.py",
                "workers/test_dataloader_contract.py": "workers/loader_factory.py",
                "workers/test_inference_mode.py": "workers/loader_factory.py"}
@@ -315,7 +315,7 @@ def test_every_result_file_is_written_whole_with_its_machine():
 
 # modules whose behaviour is tested from the module that uses them (no test module of their own)
 TESTED_ELSEWHERE = {"decode/pil_crop.py": "decode/test_simplejpeg_decoder.py", "decode/crop_box.py":
-                    "decode/test_random_crop.py", "decode/decoder_stages.py": "diagnose/test_stage_timing.py",
+                    "decode/test_random_crop.py",
                     "tools/pack_fuzzer.py": "storage/test_pack_format.py", "workers/thread_budget.py":
                     "diagnose/test_doctor.py", "course/pitfalls.py": "course/test_worker_demos.py",
                     "course/panels.py": "course/test_panel_callbacks.py", "course/ddp_demo.py":

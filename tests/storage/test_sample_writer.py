@@ -10,7 +10,8 @@ from PIL import Image
 
 from labkit.core.disk_space import DiskFullError
 from labkit.core.errors import LabkitTypeError, LabkitValueError
-from labkit.datasets.map_style import ImageFilesDataset, PackedDataset
+from labkit.datasets.encoded_images import ImageFilesDataset
+from labkit.datasets.pack_datasets import PackedDataset
 from labkit.storage import pack_format
 from labkit.storage.pack_format import PackReader
 from labkit.storage.sample_writer import pack_samples

@@ -19,7 +19,7 @@ def test_data_pack_verify(tmp_path, capsys, monkeypatch):
 
 
 def test_data_makes_a_validation_set_of_the_same_classes_beside_it(tmp_path, capsys):
-    from labkit.datasets.map_style import ImageFolderDataset
+    from labkit.datasets.encoded_images import ImageFolderDataset
 
     root = str(tmp_path / "photos")
     assert main(["data", "--out", root, "--n", "8", "--val", "4", "--classes", "4", "--size", "64x48",

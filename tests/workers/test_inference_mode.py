@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from labkit.core.host_buffers import HostBuffers
-from labkit.datasets.map_style import ImageFolderDataset, PackedDataset
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import PackedDataset
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.device.transfer import DevicePrefetcher
 from labkit.workers.loader_factory import make_loader

@@ -10,7 +10,8 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from labkit.collate.batching import stack_uint8
 from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
-from labkit.datasets.map_style import DecodedArrayDataset, SampleError
+from labkit.datasets.pack_datasets import DecodedArrayDataset
+from labkit.datasets.sample_errors import SampleError
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.grouped import GroupedBatchSampler
 from labkit.storage.pack_format import PackReader
@@ -45,7 +46,7 @@ def test_sampler_and_watchdog_layers(decoded_pack, monkeypatch):
 
 def test_labkit_profile_switch_needs_no_code_change(decoded_pack):
     script = textwrap.dedent(f"""
-        from labkit.datasets.map_style import DecodedArrayDataset
+        from labkit.datasets.pack_datasets import DecodedArrayDataset
         from labkit.workers.loader_factory import make_loader
         for epoch in range(2):
             for images, labels in make_loader(DecodedArrayDataset({decoded_pack!r}), batch_size=8, num_workers=0):
@@ -171,7 +172,7 @@ def _images(loader, batches=None):
 
 
 def test_no_workers_with_a_prefetch_factor_loads_from_a_producer_thread_and_keeps_its_place(encoded_pack):
-    from labkit.datasets.map_style import PackedDataset
+    from labkit.datasets.pack_datasets import PackedDataset
     from labkit.decode.random_crop import RandomResizedCrop
 
     ds = PackedDataset(encoded_pack, "simplejpeg", crop=RandomResizedCrop(16, seed=2), decode_threads=2)
@@ -192,7 +193,7 @@ def test_no_workers_with_a_prefetch_factor_loads_from_a_producer_thread_and_keep
 
 
 def test_batch_slots_give_the_batches_of_the_plain_loader(encoded_pack):
-    from labkit.datasets.map_style import EncodedPackDataset, PackedDataset
+    from labkit.datasets.pack_datasets import EncodedPackDataset, PackedDataset
     from labkit.decode.random_crop import RandomResizedCrop
 
     ds = PackedDataset(encoded_pack, "simplejpeg", crop=RandomResizedCrop(16, seed=2), decode_threads=1)

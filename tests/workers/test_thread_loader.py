@@ -10,7 +10,9 @@ from torch.utils.data import DataLoader, SequentialSampler
 
 from labkit.collate.batching import stack_uint8
 from labkit.core.errors import LabkitError
-from labkit.datasets.map_style import EncodedPackDataset, ImageFolderDataset, PackedDataset, SampleError
+from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.pack_datasets import EncodedPackDataset, PackedDataset
+from labkit.datasets.sample_errors import SampleError
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
