@@ -13,7 +13,9 @@ import argparse
 import dataclasses
 from statistics import median
 
-from labkit.bench.ablation import VERSIONS, AblationSettings, fastest_decoder, measure_version
+from labkit.bench.ablation import measure_version
+from labkit.bench.ablation_loaders import fastest_decoder
+from labkit.bench.ablation_versions import VERSIONS, AblationSettings
 from labkit.bench.workspace import prepare
 from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info

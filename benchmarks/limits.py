@@ -12,11 +12,12 @@
 * then v1, v5 and v6 of the ablation, in the same process, each as a fraction of its bound;
 * the crop-decode bound (``--only crops``, or with the rest): at both sizes the training loaders are measured at
   (the kit's 800x600 photos and the 160x120 set of ``train_pipeline.py --small``), the bare crop path of the
-  loader's decoder (read from the pack, decode at the box's DCT scale, cut, resize to 224, flip: no loader, no
-  batch) on one core x the usable cores, bracketed as above around `make_loader`'s training loader over the same
-  pack; the loader's fraction of it, against the goal of 80 %; and 2.5x the tutorial's pipeline (Pillow +
-  ``v2.RandomResizedCrop`` on one core x the cores) set beside the bound, to say whether that goal can be reached
-  at all on these images.
+  loader's decoder (the pack's bytes and each box ready beforehand: decode at the box's DCT scale, cut, resize to
+  224, flip; no loader, no batch, no draw) on one core x the usable cores, bracketed as above around
+  `make_loader`'s training loaders over the same pack (plain, and with ``batch_slots=True``: reused shared memory);
+  the faster one's fraction of it, against the goal of 80 %; and
+  2.5x the tutorial's loader (``ImageFolder`` + ``v2.RandomResizedCrop`` in a DataLoader) set beside the bound, to
+  say whether that goal can be reached at all on these images.
 
 A shared or virtual machine's speed drifts by tens of percent from minute to minute, so each
 version is bracketed by measurements of its bound taken just before and just after it, and its
@@ -33,21 +34,23 @@ import argparse
 import multiprocessing as mp
 import os
 import sys
-from io import BytesIO
 from statistics import median
-from typing import Any, Callable, Dict, Sequence
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from labkit.bench.ablation import VERSIONS, AblationSettings, measure_version
+from labkit.bench.ablation import measure_version
+from labkit.bench.ablation_versions import VERSIONS, AblationSettings
 from labkit.bench.synthetic_data import make_photos
 from labkit.bench.workspace import OUTPUT_SIZE, data_root, prepare
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch, time_calls
 from labkit.datasets.pack_datasets import PackedDataset
-from labkit.decode.random_crop import RandomResizedCrop
+from labkit.decode.pil_decoders import open_image
+from labkit.decode.pil_crop import displayed_hw
+from labkit.decode.random_crop import RandomResizedCrop, decode_box
 from labkit.decode.registry import DECODERS, decode_image
 from labkit.measure.loader_timing import spread_indices
 from labkit.measure.result_files import result_path, write_result
@@ -58,7 +61,7 @@ from labkit.workers.thread_budget import torch_threads
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peers import timed_run  # noqa: E402  (the benchmarks share one timing loop)
-from train_pipeline import BATCH, ENGINE, OUT, SMALL, training_transform  # noqa: E402  (the training loaders' setup)
+from train_pipeline import BATCH, ENGINE, OUT, SMALL, torchvision_loader  # noqa: E402  (the training loaders' setup)
 
 #: The least fraction of the crop-decode bound the training loader is to reach.
 CROP_BOUND_GOAL = 0.8
@@ -197,57 +200,70 @@ def measure_round(ws, settings: AblationSettings, cores: int, samples: int) -> d
 
 
 def one_core_rate(pack: str, samples: int, step: Callable[[int, bytes], Any], repeats: int = 3) -> float:
-    """images/s of ``step(index, bytes)`` over ``samples`` images of ``pack`` read beforehand, on one thread: the median
-    of ``repeats`` passes."""
-    reader = PackReader(pack)
-    indices = spread_indices(len(reader), samples)
-    blobs = [reader.read(i) for i in indices]
+    """images/s of ``step(k, bytes)`` over ``samples`` images of ``pack`` read beforehand (``k``: the image's place
+    among them), on one thread: the median of ``repeats`` passes."""
+    blobs = sample_bytes(pack, samples)
     with torch_threads(1):
-        passes = time_calls(lambda: [step(i, data) for i, data in zip(indices, blobs)], repeats, warmup=1)
-    return len(indices) / passes.median
+        passes = time_calls(lambda: [step(k, data) for k, data in enumerate(blobs)], repeats, warmup=1)
+    return len(blobs) / passes.median
 
 
-def crop_bound_round(pack: str, cores: int, samples: int, batches: int) -> Dict[str, float]:
-    """One round at one size: the bare crop path on one core x ``cores`` just before and just after `make_loader`'s
-    training loader over the same pack, the tutorial pipeline on one core x ``cores``, and the loader's fraction of
-    the bound (their mean)."""
-    from PIL import Image
+def sample_bytes(pack: str, samples: int) -> List[bytes]:
+    """The encoded bytes of ``samples`` images spread over ``pack``."""
+    reader = PackReader(pack)
+    return [reader.read(i) for i in spread_indices(len(reader), samples)]
 
-    crop, baseline = RandomResizedCrop(OUT), training_transform()
 
-    def bare(index: int, data: bytes) -> None:
-        crop.decode(data, index, 0, ENGINE)
+def crop_bound_round(folder: str, pack: str, cores: int, samples: int, batches: int) -> Dict[str, float]:
+    """One round at one size: the bare crop path (each box drawn beforehand: decode at its DCT scale, cut, resize,
+    flip, no loader, no draw) on one core x ``cores`` just before and just after `make_loader`'s training loader over
+    the same pack, and the tutorial's own loader (``train_pipeline.torchvision_loader``) over the folder."""
+    crop = RandomResizedCrop(OUT)
+    boxes = [crop.draw(*displayed_hw(open_image(data)), k) for k, data in enumerate(sample_bytes(pack, samples))]
+
+    def bare(k: int, data: bytes) -> None:
+        decode_box(data, boxes[k], crop.output_hw, ENGINE)
+
+    def labkit_loader(slots: bool) -> float:
+        return timed_run(lambda: make_loader(PackedDataset(pack, ENGINE, crop=crop), batch_size=BATCH, shuffle=True,
+                                             num_workers=cores, pin_memory=False, batch_slots=slots), batches)
 
     before = one_core_rate(pack, samples, bare) * cores
-    loader = timed_run(lambda: make_loader(PackedDataset(pack, ENGINE, crop=crop), batch_size=BATCH, shuffle=True,
-                                           num_workers=cores, pin_memory=False), batches)
+    plain, slots = labkit_loader(False), labkit_loader(True)
     after = one_core_rate(pack, samples, bare) * cores
-    tutorial = one_core_rate(pack, samples, lambda i, data: baseline(Image.open(BytesIO(data)).convert("RGB"))) * cores
+    tutorial = timed_run(lambda: torchvision_loader(folder, cores), batches)
     bound = (before + after) / 2
-    return {"bound_images_per_s": bound, "bound_before_after": [before, after], "loader_images_per_s": loader,
-            "fraction": loader / bound, "tutorial_images_per_s": tutorial}
+    return {"bound_images_per_s": bound, "bound_before_after": [before, after], "loader_images_per_s": max(plain, slots),
+            "make_loader_images_per_s": plain, "batch_slots_images_per_s": slots, "fraction": max(plain, slots) / bound,
+            "tutorial_loader_images_per_s": tutorial}
 
 
-def crop_bounds(sets: Dict[str, str], cores: int, rounds: int, samples: int, batches: int) -> Dict[str, Any]:
-    """`crop_bound_round` ``rounds`` times for each set, printed with the goal's outcome and the baseline's multiple."""
+def crop_bounds(sets: Dict[str, Tuple[str, str]], cores: int, rounds: int, samples: int,
+                batches: int) -> Dict[str, Any]:
+    """`crop_bound_round` ``rounds`` times for each set (label: (folder, pack)), printed with the goal's outcome and
+    2.5x the tutorial's loader set beside the bound."""
     found: Dict[str, Any] = {}
-    for label, pack in sets.items():
-        per_round = [crop_bound_round(pack, cores, samples, batches) for _ in range(rounds)]
+    for label, (folder, pack) in sets.items():
+        per_round = [crop_bound_round(folder, pack, cores, samples, batches) for _ in range(rounds)]
         fractions = [r["fraction"] for r in per_round]
-        bound, tutorial = (median(r[k] for r in per_round) for k in ("bound_images_per_s", "tutorial_images_per_s"))
+        bound, tutorial = (median(r[k] for r in per_round)
+                           for k in ("bound_images_per_s", "tutorial_loader_images_per_s"))
         loader, fraction = median(r["loader_images_per_s"] for r in per_round), median(fractions)
+        plain, slots = (median(r[k] for r in per_round) for k in ("make_loader_images_per_s", "batch_slots_images_per_s"))
         outcome = goal_outcome(fraction, min(fractions), max(fractions), CROP_BOUND_GOAL)
         reachable = BASELINE_GOAL * tutorial <= bound
         found[label] = {"rounds": per_round, "bound_images_per_s": bound, "loader_images_per_s": loader,
+                        "make_loader_images_per_s": plain, "batch_slots_images_per_s": slots,
                         "fraction": fraction, "goal": CROP_BOUND_GOAL, "goal_outcome": outcome,
-                        "tutorial_images_per_s": tutorial, "baseline_goal_within_bound": reachable}
-        print(f"{label}: crop-decode bound ({ENGINE}, one core x {cores}) {bound:.0f} images/s; make_loader "
-              f"{loader:.0f} images/s = {fraction:.0%} of it (rounds {min(fractions):.0%}-{max(fractions):.0%}); "
-              f"goal {CROP_BOUND_GOAL:.0%}: {outcome}")
-        print(f"  the tutorial pipeline on one core x {cores}: {tutorial:.0f} images/s; {BASELINE_GOAL}x that is "
-              f"{BASELINE_GOAL * tutorial:.0f}, {'within' if reachable else 'above'} the bound "
-              f"({BASELINE_GOAL * tutorial / bound:.0%} of it)" + ("" if reachable else
-                                                                   ": no loader with this decoder can reach it here"))
+                        "tutorial_loader_images_per_s": tutorial, "baseline_goal_within_bound": reachable}
+        print(f"{label}: crop-decode bound ({ENGINE}, boxes drawn beforehand, one core x {cores}) {bound:.0f} "
+              f"images/s; the faster of make_loader ({plain:.0f}) and make_loader(batch_slots=True) ({slots:.0f}) in "
+              f"each round: {loader:.0f} images/s = {fraction:.0%} of it (rounds {min(fractions):.0%}-"
+              f"{max(fractions):.0%}); goal {CROP_BOUND_GOAL:.0%}: {outcome}")
+        print(f"  the tutorial's loader: {tutorial:.0f} images/s; {BASELINE_GOAL}x that is "
+              f"{BASELINE_GOAL * tutorial:.0f} = {BASELINE_GOAL * tutorial / bound:.0%} of the bound" +
+              ("" if reachable else f": above it, so no loader built on {ENGINE}'s crop path reaches {BASELINE_GOAL}x "
+                                    "here"))
     return found
 
 
@@ -271,8 +287,8 @@ def main() -> None:
         make_photos(folder, SMALL, progress=False)
         small = prepare(folder, quick=True, progress=False, recheck=False)
         print(f"Machine: {describe_machine(info)}")
-        results["crops"] = crop_bounds({f"{ws.count} photos of {args.data or '800x600'}": ws.pack,
-                                        f"{small.count} photos of 160x120": small.pack}, cores, args.rounds,
+        results["crops"] = crop_bounds({f"{ws.count} photos of {args.data or '800x600'}": (ws.folder, ws.pack),
+                                        f"{small.count} photos of 160x120": (small.folder, small.pack)}, cores, args.rounds,
                                        samples=32 if quick else 128, batches=2 if quick else 15)
         if args.only == "crops":
             write_result(out, results)

@@ -26,11 +26,12 @@ from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from labkit.bench.ablation import VERSIONS, AblationSettings, device_batches, build_loader
+from labkit.bench.ablation_loaders import build_loader, device_batches
+from labkit.bench.ablation_versions import VERSIONS, AblationSettings
 from labkit.bench.workspace import OUTPUT_SIZE, prepare
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
-from labkit.core.timing import Stopwatch
+from labkit.core.timing import Stopwatch, time_calls
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD
 from labkit.measure.result_files import result_path, write_result
 from labkit.measure.verdict import judge
@@ -122,6 +123,22 @@ def timed_run(make: Callable[[], Any], batches: int) -> float:
     return images / (watch.elapsed)
 
 
+def decode_ceiling(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, float]:
+    """ms per image on one core of each side's per-image work over ``count`` files: the peers' (PIL decode, Resize,
+    ToTensor, Normalize: `TRANSFORM`) and v5's (simplejpeg's DCT-scaled decode to the same size, then normalised). Their
+    ratio is the most v5 can gain over a PIL peer from its decode, whatever the loader around it."""
+    from labkit.decode.registry import decode_image
+    from labkit.device.transfer import normalize_uint8
+    from labkit.workers.thread_budget import torch_threads
+
+    blobs = [open(path, "rb").read() for path, _ in samples(folder)[:count]]
+    steps = {"peer": lambda data: TRANSFORM(Image.open(io.BytesIO(data)).convert("RGB")),
+             "v5": lambda data: normalize_uint8(decode_image(data, OUTPUT_SIZE, "simplejpeg"))}
+    with torch_threads(1):
+        return {name: time_calls(lambda step=step: [step(data) for data in blobs], repeats, warmup=1).median
+                / len(blobs) * 1000 for name, step in steps.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
@@ -173,9 +190,16 @@ def main() -> None:
               ", ".join(f"/ {p}: {median[ours] / median[p]:.2f}x" for p in peers))
     verdict = judge(f"labkit v5 against the best peer ({best_peer})", rates[best_peer], rates["labkit v5"], goal=3.0)
     print(f"  {verdict}")
+    ceiling = decode_ceiling(ws.folder)
+    most = ceiling["peer"] / ceiling["v5"]
+    reached = median["labkit v5"] / median[best_peer] / most
+    print(f"  one core, ms per image: a peer's PIL decode + Resize + Normalize {ceiling['peer']:.2f}, v5's simplejpeg "
+          f"decode + normalise {ceiling['v5']:.2f}: the most v5 gains from its decode is {most:.2f}x; the loaders "
+          f"measured reach {reached:.0%} of that" + (", so the 3x goal is out of reach on these images" if most < 3
+                                                     else ""))
     write_result(out, {"machine": info, "images": ws.count, "workers": workers, "batch": batch, "batches": batches,
                      "images_per_s": rates, "median_images_per_s": median, "best_peer": best_peer,
-                     "verdicts": [str(verdict)]})
+                     "verdicts": [str(verdict)], "one_core_ms_per_image": ceiling, "decode_ceiling": most})
     print(f"wrote {out}")
 
 

@@ -24,7 +24,7 @@ from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch
 from labkit.core.user_paths import require_folder
-from labkit.course.clips import ClipFolderDataset, decode_clip, transform_clip
+from labkit.bench.clips import ClipFolderDataset, decode_clip, transform_clip
 from labkit.measure.result_files import result_path, write_result
 from labkit.workers.staged_pipeline import StagedPipeline
 

@@ -7,7 +7,7 @@ the DCT scale labkit picks for that box, and the box cut from those pixels as la
 core (the median of ``--repeats`` passes over the set), and its fidelity is the PSNR against Pillow's antialiased
 ``resize`` (BILINEAR) of the same region:
 
-* ``torch antialiased``: `labkit.decode.backends.resize_uint8`, what labkit runs;
+* ``torch antialiased``: `labkit.decode.resize.resize_uint8`, what labkit runs;
 * ``torch bilinear``: ``F.interpolate`` without antialiasing, through float;
 * ``Pillow``: the reference itself (its PSNR is infinite; its time is what a Pillow pipeline pays);
 * ``OpenCV INTER_LINEAR``, ``OpenCV INTER_AREA``: where ``cv2`` imports (``pip install opencv-python-headless``).
@@ -36,11 +36,11 @@ from labkit.bench.workspace import data_root, prepare
 from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import time_calls
-from labkit.decode.backends import chw, psnr, resize_uint8
+from labkit.decode.resize import chw_view, psnr, resize_uint8
 from labkit.decode.crop_box import reduction_for
 from labkit.decode.jpeg_orientation import rotates
 from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.simplejpeg_decoder import decode_scaled, displayed, own_jpeg
+from labkit.decode.simplejpeg_decoder import decode_scaled, as_displayed, simplejpeg_header
 from labkit.measure.result_files import result_path, write_result
 from labkit.storage.pack_format import PackReader
 from labkit.workers.thread_budget import torch_threads
@@ -62,13 +62,13 @@ def regions(pack: str, count: int) -> List[Region]:
     found = []
     for index in range(min(count, len(reader))):
         data = reader.read(index)
-        header = own_jpeg(data)
+        header = simplejpeg_header(data)
         if header is None:
             continue
         height, width, orientation = header
         box = crop.draw(*((width, height) if rotates(orientation) else (height, width)), index)
         scale = reduction_for(box.height, box.width, crop.output_hw)
-        pixels = displayed(decode_scaled(data, height, width, scale), orientation)
+        pixels = as_displayed(decode_scaled(data, height, width, scale), orientation)
         top, left, bottom, right = box.scaled(pixels.shape[:2])
         found.append(np.ascontiguousarray(pixels[top:bottom, left:right]))
     return found
@@ -79,10 +79,10 @@ def candidates() -> Dict[str, Callable[[Region], np.ndarray]]:
     hw = (OUT, OUT)
 
     def torch_aa(region: Region) -> np.ndarray:
-        return resize_uint8(chw(region), hw).permute(1, 2, 0).numpy()
+        return resize_uint8(chw_view(region), hw).permute(1, 2, 0).numpy()
 
     def torch_plain(region: Region) -> np.ndarray:
-        batch = chw(region).unsqueeze(0).float()
+        batch = chw_view(region).unsqueeze(0).float()
         out = torch.nn.functional.interpolate(batch, size=hw, mode="bilinear", antialias=False, align_corners=False)
         return out.round_().clamp_(0, 255).to(torch.uint8)[0].permute(1, 2, 0).numpy()
 
@@ -104,7 +104,7 @@ def pillow(region: Region) -> np.ndarray:
 
 def measure_set(found: List[Region], repeats: int) -> Dict[str, Any]:
     """ms per region and PSNR against Pillow (median, lowest) for every candidate, on one core."""
-    references = [torch.from_numpy(pillow(region)) for region in found]
+    references = [torch.from_numpy(pillow(region).copy()) for region in found]
     upscales = sum(region.shape[0] < OUT or region.shape[1] < OUT for region in found) / len(found)
     rows = {}
     with torch_threads(1):

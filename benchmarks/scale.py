@@ -39,16 +39,17 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from labkit.bench.ablation import VERSIONS, AblationSettings, measure_version
+from labkit.bench.ablation import measure_version
+from labkit.bench.ablation_versions import VERSIONS, AblationSettings
 from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.bench.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
 from labkit.core.environment import usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch
-from labkit.course.naive_datasets import NaivePathListDataset, PathTableDataset
+from labkit.bench.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
-from labkit.decode.backends import check_decodable
+from labkit.decode.pil_decoders import check_decodable
 from labkit.diagnose.soak import trace_worker_memory
 from labkit.measure.page_cache import empty_page_cache, resident_share
 from labkit.measure.process_memory import rss_bytes

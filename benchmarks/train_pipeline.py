@@ -172,7 +172,7 @@ def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, f
     from torchvision.io import ImageReadMode, decode_jpeg
     from torchvision.transforms import v2
 
-    from labkit.decode.backends import open_image
+    from labkit.decode.pil_decoders import open_image
 
     blobs = [open(path, "rb").read() for path, _ in samples(folder)[:count]]
     tensors = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in blobs]

@@ -1,14 +1,9 @@
 """labkit: measured, reusable PyTorch data-loading pieces, laid out in the order the data flows.
 
-    core -> decode -> storage -> datasets -> samplers -> collate -> workers -> device -> distributed
-    measure, diagnose   read every layer and change none
-    bench               the data folder, photo-like data and the ablation, on all of the above
-    course, tools       use everything; nothing imports them
-
-Each sub-package imports only those to its left (``core`` imports no other); ``measure`` reads the
-layers, ``diagnose`` the layers and ``measure``; ``bench`` what the command, the benchmarks and the course
-share (the data folder, the photo-like data, the ablation); ``course`` holds what only the notebooks need and
-``tools`` the ``labkit`` command. No module uses another's private names.
+Each sub-package is a layer (``core``, ``decode``, ``storage``, ``datasets``, ``samplers``, ``collate``, ``workers``,
+``device``, ``distributed``), or reads them (``measure``, ``diagnose``), or stands on them (``bench``, ``course``,
+``tools``). What each may import is written once, in `LAYERS` (`labkit.core.layers`); no module uses another's
+private names.
 
 The names an engineer uses in a training script are here, e.g.::
 
@@ -25,11 +20,12 @@ __version__ = "0.2.0"
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "LabkitError": "labkit.core.errors",
+    "LAYERS": "labkit.core.layers",
     # decode
     "decode_image": "labkit.decode.registry",
     "get_decoder": "labkit.decode.registry",
     "DECODERS": "labkit.decode.registry",
-    "DecodeError": "labkit.decode.backends",
+    "DecodeError": "labkit.decode.decoder_contract",
     "RandomResizedCrop": "labkit.decode.random_crop",
     "CenterCrop": "labkit.decode.center_crop",
     # storage

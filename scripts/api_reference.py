@@ -23,9 +23,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 import labkit  # noqa: E402  (after the path: the clone's labkit, installed or not)
+from labkit.core.layers import LAYERS as labkit_layers  # noqa: E402
 
-LAYERS = ["core", "decode", "storage", "datasets", "samplers", "collate", "workers", "device", "distributed",
-          "measure", "diagnose"]
+LAYERS = list(labkit_layers)  # the sub-packages in the order the data flows (labkit.core.layers)
 TARGET = os.path.join(ROOT, "docs", "api.md")
 
 

@@ -24,7 +24,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from labkit.bench.ablation_report import plot_speedups, reference_runs, results_folder  # noqa: E402
 from labkit.bench.workspace import course_workspace  # noqa: E402
-from labkit.samplers.order_scores import plot_tradeoff, sweep_block_sizes  # noqa: E402
+from labkit.measure.block_size_sweep import plot_tradeoff, sweep_block_sizes  # noqa: E402
 from labkit.storage.pack_format import PackReader  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

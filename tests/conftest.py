@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import shutil
 import tempfile
 import time
 from collections import Counter
@@ -107,6 +108,16 @@ def corrupt_photos(tmp_path) -> str:
     spec = PhotoSpec(n=30, classes=3, width=96, height=72, seed=3, corrupt=0.3)
     make_photos(root, spec, workers=1, progress=False)
     return root
+
+
+@pytest.fixture(scope="module")
+def ws(photos, tmp_path_factory):
+    """A copy of the photos as the ablation's workspace: the folder and its two packs beside it."""
+    from labkit.bench.workspace import prepare
+
+    folder = str(tmp_path_factory.mktemp("ablation") / "photos")
+    shutil.copytree(photos, folder)
+    return prepare(folder, size=256, progress=False, work=os.path.dirname(folder))
 
 
 def corrupt_indices(ds, root: str):

@@ -1,10 +1,7 @@
 """The bench every measurement stands on, shared by the `labkit` command, the benchmarks and the course: the data
 folder (the kit's photo-like set or a user's ImageFolder, its packs beside it), the photo-like data itself, the
-ablation and its report.
-
-Import rule: labkit.bench may use every layer, measure and diagnose; course and tools import it, nothing else does.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
+ablation and its report, the video-like clips run through a DataLoader and a staged pipeline, and the naive datasets
+the measurements set beside labkit's.
 """
 
 from labkit.core.lazy import lazy_exports

@@ -14,140 +14,35 @@ so with the numbers.
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from torch import nn
-from torch.utils.data import DataLoader, RandomSampler
 from tqdm.auto import tqdm
 
 from labkit.bench.workspace import Workspace, shown_path
-from labkit.collate.batching import list_collate, stack_samples, stack_uint8
-from labkit.collate.mixing import MixUp, MixUpCollate, mix_batch
+from labkit.collate.mixing import MixUp, mix_batch
 from labkit.core.atomic import save_figure
 from labkit.core.environment import usable_cpus
-from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitValueError
-from labkit.core.host_buffers import HostBuffers
 from labkit.core.machine import os_name
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.plotting import pyplot
 from labkit.core.timing import Stopwatch, time_calls
 from labkit.core.wording import clipped
-from labkit.datasets.labeled_images import LabeledImageDataset
-from labkit.datasets.pack_datasets import PackedDataset
-from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK
-from labkit.decode.backends import OUTPUT_SIZE
-from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label, device_decoder
-from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
+from labkit.datasets.storage_kinds import DECODED_PACK, FOLDER
+from labkit.decode.decoder_contract import OUTPUT_SIZE
+from labkit.decode.registry import NO_DECODE, decoder_label
+from labkit.device.transfer import DevicePrefetcher, normalize_uint8
 from labkit.diagnose.autotuner import Budget, LoaderConfig, autotune, default_budget
-from labkit.measure.decoder_speed import time_decoders
-from labkit.measure.loader_timing import measure_loader, spread_indices
+from labkit.measure.loader_timing import measure_loader
 from labkit.measure.page_cache import empty_page_cache, mapping_processes, resident_share
 from labkit.measure.process_memory import PeakMemory, describe_tree_memory, tree_cpu_seconds, tree_memory_measure
 from labkit.measure.result_files import write_result
 from labkit.measure.verdict import judge
-from labkit.samplers.block_shuffle import BlockShuffleSampler
-from labkit.samplers.epoch_tagged import EpochTagged
-from labkit.workers.loader_factory import make_loader
-from labkit.workers.stateful_loader import StatefulLoader
-from labkit.workers.thread_budget import main_thread_budget, torch_threads
-
-SEED_BATCH = 64
-GPU_DECODER = "nvjpeg"  # v8's: a device decoder of `labkit.decode.registry`, decoding each batch after the loader
-TRAIN_OUTPUT_SIZE = 224  # RandomResizedCrop(224): what ImageNet recipes train on
-SEED_MACHINE = "the seed's run: 8-core CPU, one consumer GPU, SSD, 20,000 photos of about 200 KB"
-
-
-@dataclass(frozen=True)
-class AblationVersion:
-    id: str
-    name: str
-    storage: str  # a kind of labkit.datasets.storage_kinds, or "tuned"
-    decoder: str  # a labkit decoder, "fastest", NO_DECODE, GPU_DECODER (a device decoder, after the loader) or "tuned"
-    workers: bool  # True: worker processes (num_workers = AblationSettings.num_workers); False: num_workers=0
-    prefetch_factor: Optional[int]  # None: DataLoader's default (2)
-    normalize_in_workers: bool
-    mix: str  # "none", "collate" (float MixUp in the workers) or "device"
-    sampler: str = "random"  # or "block"
-    seed_step_s: Optional[float] = None
-    cuda_only: bool = False
-    reuse_host_buffers: bool = False  # labkit.core.host_buffers: float batches written into reused CPU memory
-    budget_main_threads: bool = False  # main process runs only on the cores the workers leave
-    checksum_reads: bool = True  # False: checksums were verified once (labkit verify), not on every read
-    batch_slots: bool = False  # labkit.workers.shared_slots: workers write batches into reused shared memory (CPU device only:
-    # with CUDA the DataLoader's pin thread copies batches to pinned memory off the training thread)
-    crop: bool = False  # a training version: RandomResizedCrop(224) + flip per sample, instead of a resize to 256
-    by_make_loader: bool = False  # labkit's versions: the loader is make_loader's; else the article's DataLoader code
-
-    @property
-    def output_size(self) -> int:
-        return TRAIN_OUTPUT_SIZE if self.crop else OUTPUT_SIZE
-
-
-VERSIONS: Tuple[AblationVersion, ...] = (
-    AblationVersion("v1", "files, PIL, Resize+ToTensor+Normalize, num_workers=0", FOLDER, "pil", False, None, True,
-            "none", seed_step_s=0.58),
-    AblationVersion("v2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none",
-            seed_step_s=0.35),
-    AblationVersion("v3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", seed_step_s=0.26),
-    AblationVersion("v4", "+ prefetch_factor=4, MixUp in collate", PACK, "pil", True, 4, True, "collate", seed_step_s=0.21),
-    AblationVersion("v5", "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device", PACK,
-            "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True, by_make_loader=True),
-    AblationVersion("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", DECODED_PACK,
-            NO_DECODE, False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
-            checksum_reads=False, by_make_loader=True),
-    AblationVersion("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
-            reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False, by_make_loader=True),
-    AblationVersion("v8", "GPU JPEG decode (nvJPEG), whole batch at once", ENCODED_PACK, GPU_DECODER, True, 4, False,
-            "device",
-            cuda_only=True, reuse_host_buffers=True, budget_main_threads=True, by_make_loader=True),
-)
-
-
-#: ``labkit ablation --train``: the seed's first versions as people train with them (the random-resized crop of
-#: every ImageNet recipe, after a full decode), beside labkit's training pipeline (the crop inside the decode).
-TRAINING_VERSIONS: Tuple[AblationVersion, ...] = (
-    AblationVersion("t1", "files, PIL, RandomResizedCrop(224)+flip+ToTensor+Normalize, num_workers=0", FOLDER, "pil", False,
-            None, True, "none", crop=True),
-    AblationVersion("t2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none", crop=True),
-    AblationVersion("t3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", crop=True),
-    AblationVersion("t5", "+ the crop inside the fastest DCT-scaled decode, uint8 across processes (in reused slots on a CPU), "
-            "normalise+MixUp on device", PACK, "fastest", True, 4, False, "device", reuse_host_buffers=True,
-            budget_main_threads=True, batch_slots=True, crop=True, by_make_loader=True),
-)
-
-
-class NormalizeInWorker:
-    """The seed's ToTensor + Normalize, run inside ``__getitem__`` (v1–v4): float32 crosses processes."""
-
-    def __call__(self, image: torch.Tensor) -> torch.Tensor:
-        return normalize_uint8(image)
-
-
-@dataclass
-class AblationSettings:
-    batch_size: int = SEED_BATCH
-    num_workers: Optional[int] = None  # None: the CPU budget's (one CPU left for the model step with model=True)
-    runs: int = 3
-    steps: int = 20  # batches per measured run (at most one epoch)
-    min_seconds: float = 3.0  # a fast version is measured over more runs until they add up to this long
-    model: bool = False
-    cold: bool = False
-    seed: int = 0
-    device: str = ""  # "": cuda when available, else cpu
-
-    def resolved_device(self) -> torch.device:
-        return torch.device(self.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-
-    def resolved_num_workers(self) -> int:
-        """``num_workers``, else `labkit.core.cpus`'s: the rank's CPUs measuring a loader alone, one left for a
-        model."""
-        if self.num_workers is not None:
-            return self.num_workers
-        return cpu_budget(main_process_steps=self.model).workers_per_rank
+from labkit.workers.thread_budget import torch_threads
+from labkit.bench.ablation_versions import (SEED_BATCH, SEED_MACHINE, TRAIN_OUTPUT_SIZE, TRAINING_VERSIONS, VERSIONS, AblationSettings, AblationVersion)
+from labkit.bench.ablation_loaders import (build_loader, device_batches, fastest_decoder, model_step)
 
 
 @dataclass
@@ -165,153 +60,6 @@ class Result:
     speedup_vs_v1: float = 1.0
     cache: Dict[str, Any] = field(default_factory=dict)  # share of the data cached at the start; cold: how emptied
     median_gap_s: Optional[float] = None  # the median wait between batches; step_s is seconds per batch
-
-
-def fastest_decoder(ws: Workspace, samples: int = 16, crops: bool = False) -> Tuple[str, Dict[str, float]]:
-    """Time each decoder on the same files (spread over every class) in this process; the fastest is v5's, and
-    the fastest of those that crop inside their decode (`labkit.decode.registry`) t5's (``crops=True``)."""
-    reader = PackedDataset(ws.pack).reader
-    times = time_decoders([reader.read(i) for i in spread_indices(len(reader), samples)], OUTPUT_SIZE)
-    candidates = [d for d in times if not crops or DECODERS[d].crops_in_decode]
-    return min(candidates, key=times.get), times
-
-
-def _dataset(version: AblationVersion, ws: Workspace, decoder: str, seed: int = 0) -> LabeledImageDataset:
-    transform = NormalizeInWorker() if version.normalize_in_workers else None
-    crop = RandomResizedCrop(TRAIN_OUTPUT_SIZE, seed=seed) if version.crop else None
-    if version.storage == ENCODED_PACK:
-        return ws.open(ENCODED_PACK)
-    return ws.open(version.storage, decoder, OUTPUT_SIZE, transform=transform, crop=crop,
-                   check_crc=version.checksum_reads)
-
-
-def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,
-                 tuned: Optional[LoaderConfig] = None) -> Tuple[Iterable, Dict[str, Any]]:
-    """The loader a version describes (v1-v4: the article's DataLoader code; labkit's versions: `make_loader`'s,
-    whose call is ``described["call"]``); also returns its settings, for the JSON report."""
-    cuda = settings.resolved_device().type == "cuda"
-    storage = version.storage
-    if tuned is not None:
-        storage = DECODED_PACK if tuned.decoder == NO_DECODE else PACK
-        decoder = tuned.decoder
-        version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch_factor=tuned.prefetch_factor,
-                          normalize_in_workers=False, mix="device", sampler=tuned.sampler)
-    dataset = _dataset(version, ws, decoder, settings.seed)
-    workers = (tuned.num_workers if tuned else settings.resolved_num_workers()) if version.workers else 0
-    slots = version.batch_slots and workers > 0 and not cuda
-    if tuned and tuned.main_threads:
-        main_threads = tuned.main_threads
-    elif version.budget_main_threads:
-        main_threads = main_thread_budget(workers)
-    else:
-        main_threads = torch.get_num_threads()
-    described: Dict[str, Any] = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
-                                 "crop": f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if version.crop else None,
-                                 "normalize": "in workers" if version.normalize_in_workers else "on device",
-                                 "mix": version.mix, "main_threads": main_threads,
-                                 "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
-                                 "checksums": "every read" if version.checksum_reads else "verified once"}
-    if version.by_make_loader:
-        return _made_loader(version, dataset, settings, workers, cuda, slots, tuned, described)
-    if version.sampler == "block":
-        sampler = BlockShuffleSampler.for_batches(len(dataset), settings.batch_size, settings.seed)
-    else:
-        sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(settings.seed))
-    if version.crop:  # each index carries its epoch, so every epoch draws new boxes
-        sampler = EpochTagged(sampler)
-    collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples) if version.mix == "collate" else (
-        stack_samples if version.normalize_in_workers else stack_uint8)
-    options: Dict[str, Any] = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=workers,
-                                   collate_fn=collate, pin_memory=cuda and version.workers)
-    if workers:
-        options["persistent_workers"] = True
-        if version.prefetch_factor:
-            options["prefetch_factor"] = version.prefetch_factor
-    described.update(pin_memory=options["pin_memory"], persistent_workers=bool(workers),
-                     prefetch_factor=options.get("prefetch_factor", 2 if workers else None),
-                     collate=getattr(collate, "__name__", type(collate).__name__), sampler=type(sampler).__name__,
-                     batch_memory="fresh shared memory per batch" if workers else "main process",
-                     call="the article's DataLoader(dataset, batch_size, sampler, num_workers, collate_fn, pin_memory, "
-                          "persistent_workers, prefetch_factor) code")
-    return DataLoader(dataset, **options), described
-
-
-def _made_loader(version: AblationVersion, dataset: Any, settings: AblationSettings, workers: int, cuda: bool,
-                 slots: bool, tuned: Optional[LoaderConfig],
-                 described: Dict[str, Any]) -> Tuple[StatefulLoader, Dict[str, Any]]:
-    """A labkit version's loader: `make_loader`'s, the one an engineer gets from the call the report prints."""
-    if tuned is not None:
-        kwargs = tuned.loader_kwargs(len(dataset), settings.batch_size)
-        call = tuned.make_loader_call("dataset", settings.batch_size)
-    else:
-        kwargs = dict(batch_size=settings.batch_size, num_workers=workers)
-        if version.sampler == "block":
-            kwargs["sampler"] = BlockShuffleSampler.for_batches(len(dataset), settings.batch_size, settings.seed)
-        if version.prefetch_factor and workers:
-            kwargs["prefetch_factor"] = version.prefetch_factor
-        if slots:
-            kwargs["batch_slots"] = True
-        if version.storage == ENCODED_PACK:
-            kwargs["collate_fn"] = list_collate
-        shown = {k: (f"BlockShuffleSampler.for_batches(len(dataset), {settings.batch_size}, seed={settings.seed})"
-                     if k == "sampler" else getattr(v, "__name__", repr(v))) for k, v in kwargs.items()}
-        call = "make_loader(dataset, " + ", ".join(f"{k}={v}" for k, v in shown.items()) + ")"
-    if "sampler" not in kwargs:
-        kwargs["seed"] = settings.seed
-        call = call[:-1] + f", seed={settings.seed})"
-    loader = make_loader(dataset, pin_memory=cuda and workers > 0, **kwargs)
-    ahead = kwargs.get("prefetch_factor")
-    described.update(pin_memory=loader.pin_memory, persistent_workers=bool(workers),
-                     prefetch_factor=ahead if ahead is not None else (2 if workers else None),
-                     collate="rows of a slot (labkit.workers.shared_slots)" if kwargs.get("batch_slots")
-                     else getattr(loader.collate_fn, "__name__", type(loader.collate_fn).__name__),
-                     sampler=type(loader.sampler).__name__,
-                     batch_memory="reused shared-memory slots" if kwargs.get("batch_slots") else (
-                         "fresh shared memory per batch" if workers else
-                         f"main process, a producer thread {ahead} batches ahead" if ahead else "main process"),
-                     call=call)
-    return loader, described
-
-
-def _gpu_decoded(loader: Iterable, device: torch.device, mix: Callable) -> Iterator[Any]:
-    decode_batch = device_decoder(GPU_DECODER).decode_batch
-    for blobs, labels in loader:
-        images = normalize_uint8(decode_batch(blobs, OUTPUT_SIZE, device=device))
-        yield mix(images, labels.to(device, non_blocking=True))
-
-
-def device_batches(version: AblationVersion, loader: Iterable, settings: AblationSettings, classes: int) -> Iterable:
-    """The loader followed by the device stage: copy, normalise and mix where the version says."""
-    device = settings.resolved_device()
-    buffers = HostBuffers(keep=4 if version.reuse_host_buffers else 0)
-    mix = MixUp(classes, seed=settings.seed, buffers=buffers) if version.mix == "device" else None
-    if version.storage == ENCODED_PACK:
-        return _gpu_decoded(loader, device, mix or (lambda images, labels: (images, labels)))
-    normalize = None if version.normalize_in_workers else (IMAGENET_MEAN, IMAGENET_STD)
-    return DevicePrefetcher(loader, device, normalize=normalize, mix=mix, buffers=buffers)
-
-
-def model_step(device: torch.device, classes: int) -> Callable[[Any], None]:
-    """One training step: a small CNN on a CPU, ResNet-50 on a GPU (weights random: speed only)."""
-    if device.type == "cuda":
-        from torchvision.models import resnet50
-
-        model: nn.Module = resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
-    else:
-        model = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
-                              nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
-                              nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
-                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes)).to(device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-
-    def step(batch: Any) -> None:
-        images, targets = batch[0].to(device), batch[1].to(device)
-        loss = nn.functional.cross_entropy(model(images), targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-
-    return step
 
 
 def measure_version(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,

@@ -27,7 +27,7 @@ from PIL import Image, ImageDraw, ImageFilter
 from labkit.core.atomic import clear_dead_temporaries_in, write_atomic
 from labkit.core.disk_space import disk_full_error, is_disk_full, require_space
 from labkit.core.environment import usable_cpus
-from labkit.core.machine import ignore_interrupts, interrupts_deferred
+from labkit.core.processes import ignore_interrupts, interrupts_deferred
 from labkit.core.wording import count
 from labkit.core.errors import LabkitValueError
 

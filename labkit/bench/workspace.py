@@ -27,7 +27,7 @@ from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.user_paths import check_output_folder, require_folder, write_probe_error
 from labkit.bench.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
 from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK, STORAGE_KINDS, open_images
-from labkit.decode.backends import OUTPUT_SIZE
+from labkit.decode.decoder_contract import OUTPUT_SIZE
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader, verify_pack
 from labkit.storage.packing import pack_folder

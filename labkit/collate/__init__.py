@@ -1,10 +1,4 @@
-"""A list of samples -> one batch: stacking, padding, detection, graphs; MixUp and CutMix.
-
-Import rule: labkit.collate may import labkit.core, labkit.decode, labkit.storage, labkit.datasets,
-labkit.samplers, nothing else.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
-"""
+"""A list of samples -> one batch: stacking, padding, detection, graphs; MixUp and CutMix."""
 
 from labkit.core.lazy import lazy_exports
 

@@ -2,10 +2,6 @@
 tables that DataLoader workers can share without copy-on-write, the log every process of a loader can append
 to, host tensors and buffers reused between batches, this machine (what it is, its OS, RAM and /dev/shm), and the
 one clock every measurement reads (`timing`).
-
-Import rule: labkit.core imports no other labkit package.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
 """
 
 from labkit.core.lazy import lazy_exports
@@ -34,8 +30,8 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "HostBuffers": "host_buffers",
     "batch_buffer": "host_buffers",
     "os_name": "machine",
-    "running": "machine",
-    "process_maps": "machine",
+    "running": "processes",
+    "process_maps": "processes",
     "MemoryFacts": "machine",
     "memory_facts": "machine",
     "machine_info": "machine",

@@ -19,7 +19,7 @@ import os
 from typing import IO, Iterable, Iterator, NamedTuple, Optional
 
 from labkit.core.disk_space import disk_full_error, is_disk_full, require_space
-from labkit.core.machine import running
+from labkit.core.processes import running
 from labkit.core.string_table import TextPath
 from labkit.core.wording import count, size_text
 

@@ -2,14 +2,14 @@
 
 A normalised float batch of 64×3×256×256 is 50 MiB. glibc serves any block over 32 MiB with a
 fresh ``mmap`` and unmaps it on ``free``, so each new batch touches 12,800 fresh pages: a page
-fault and a zeroed page each. Measured on a 2-core VM: converting one uint8 batch to float
-took 48 ms that way and 5 ms into a reused buffer. On a GPU, PyTorch's caching allocator does
-this reuse already; on a CPU nothing does, and the conversion is most of the device stage.
+fault and a zeroed page each, and the conversion of a uint8 batch to float then costs several times what
+it costs into a reused buffer (the figures: ``benchmarks/README.md``, "Figures behind design choices"). On a
+GPU, PyTorch's caching allocator does this reuse already; on a CPU nothing does.
 
 `HostBuffers` is that caching for the CPU, made safe: a buffer is handed out again only when
 nothing outside the pool refers to it or to its memory (no tensor, no view), so a batch you
 keep is never overwritten. (Raising glibc's mmap threshold with ``mallopt`` looks like the same
-fix, but measured here it fragmented the heap: RSS grew to 6 GB and steps slowed tenfold.)
+fix, but it was measured to fragment the heap instead.)
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What only the notebooks need: the panels, the deliberately broken pieces, the naive pieces a lab builds on,
-ragged data, clips, time limits, figures, the torchrun and resume demos. The data folder, the photo-like data and
-the ablation are the bench's (`labkit.bench`), which the command and the benchmarks share.
-
-Import rule: labkit.course may use every layer, measure, diagnose and bench; no other labkit package imports it.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
+"""What only the notebooks need: the panels, the deliberately broken pieces, ragged data, time limits, figures,
+the torchrun and resume demos. The data folder, the photo-like data, the ablation, the clips and the naive
+datasets are the bench's (`labkit.bench`), which the command and the benchmarks share with the course.
 """
 
 from labkit.core.lazy import lazy_exports

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from typing import List, Optional
 
-from labkit.bench.ablation import model_step
+from labkit.bench.ablation_loaders import model_step
 from labkit.bench.workspace import course_workspace
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.device.transfer import DevicePrefetcher

@@ -1,9 +1,4 @@
-"""Map-style and iterable datasets over image folders, file lists, packs, shards, live streams and other engines' samples.
-
-Import rule: labkit.datasets may import labkit.core, labkit.decode, labkit.storage, nothing else.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
-"""
+"""Map-style and iterable datasets over image folders, file lists, packs, shards, live streams and other engines' samples."""
 
 from labkit.core.lazy import lazy_exports
 

@@ -18,7 +18,7 @@ from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.string_table import PathLike, StringTable
 from labkit.datasets.labeled_images import Crop, LabeledImageDataset, class_labels, crop_note, output_hw
 from labkit.datasets.sample_errors import check_on_error
-from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.batch_crop import ShareCropper
 from labkit.decode.registry import decoder_info, get_decoder, preferred_decoder
 from labkit.storage.image_folder import scan_image_folder

@@ -28,7 +28,7 @@ import torch
 from labkit.core.errors import LabkitKeyError, LabkitTypeError
 from labkit.datasets.encoded_images import EncodedImages
 from labkit.datasets.labeled_images import Crop, LabeledImageDataset, output_hw
-from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.registry import get_decoder, preferred_decoder
 
 Key = Union[str, int]

@@ -36,7 +36,7 @@ from torch.utils.data import Dataset
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.datasets.batch_engine import BatchEngine
 from labkit.datasets.sample_errors import SkipRecord
-from labkit.decode.backends import Size, target_hw
+from labkit.decode.decoder_contract import Size, target_hw
 from labkit.decode.batch_crop import ShareCropper, Source
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.random_crop import RandomResizedCrop

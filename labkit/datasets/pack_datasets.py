@@ -16,7 +16,7 @@ from labkit.core.errors import LabkitValueError
 from labkit.core.string_table import PathLike
 from labkit.datasets.encoded_images import EncodedImages
 from labkit.datasets.labeled_images import Crop, LabeledImageDataset, crop_note
-from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size, target_hw
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size, target_hw
 from labkit.decode.crop_box import crop_resize_flip
 from labkit.storage.pack_format import PackReader
 
@@ -113,7 +113,7 @@ class DecodedArrayDataset(PackBackedDataset):
 class EncodedPackDataset(PackBackedDataset):
     """The encoded files of a pack, undecoded, as uint8 byte tensors: for decoding on the GPU.
 
-    Workers only read; `labkit.decode.backends.decode_jpeg_batch` decodes a whole batch on the device.
+    Workers only read; `labkit.decode.torch_decoders.decode_jpeg_batch` decodes a whole batch on the device.
     Collate with `labkit.collate.batching.list_collate` (files differ in length).
     """
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from labkit.core.errors import LabkitError, LabkitValueError
-from labkit.decode.backends import DecodeError
+from labkit.decode.decoder_contract import DecodeError
 from labkit.storage.pack_format import PackError
 
 #: What a dataset does with a sample that cannot be loaded: raise `SampleError`, or substitute another and record it.

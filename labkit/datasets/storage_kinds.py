@@ -15,7 +15,7 @@ from labkit.core.string_table import PathLike
 from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.labeled_images import Crop, LabeledImageDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset, EncodedPackDataset, PackedDataset
-from labkit.decode.backends import OUTPUT_SIZE, Size
+from labkit.decode.decoder_contract import OUTPUT_SIZE, Size
 
 FOLDER = "folder"  # one file per image, class folders (ImageFolder)
 PACK = "pack"  # the encoded files in one pack (`labkit pack`)

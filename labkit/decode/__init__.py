@@ -1,15 +1,10 @@
-"""Encoded image bytes -> uint8 C×H×W tensor: every decoder, behind one contract.
-
-Import rule: labkit.decode may import labkit.core, nothing else.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
-"""
+"""Encoded image bytes -> uint8 C×H×W tensor: every decoder, behind one contract."""
 
 from labkit.core.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "DecodeError": "backends",
-    "DecompressionBombError": "backends",
+    "DecodeError": "decoder_contract",
+    "DecompressionBombError": "decoder_contract",
     "DECODERS": "registry",
     "DecoderInfo": "registry",
     "decoder_info": "registry",
@@ -17,17 +12,17 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "get_decoder": "registry",
     "preferred_decoder": "registry",
     "decode_simplejpeg": "simplejpeg_decoder",
-    "decode_pil": "backends",
-    "decode_pil_reduced": "backends",
-    "decode_torchvision": "backends",
-    "decode_torchcodec": "backends",
-    "torchcodec_available": "backends",
-    "decode_jpeg_batch": "backends",
-    "check_decodable": "backends",
-    "describe_failure": "backends",
-    "open_image": "backends",
-    "target_hw": "backends",
-    "psnr": "backends",
+    "decode_pil": "pil_decoders",
+    "decode_pil_reduced": "pil_decoders",
+    "decode_torchvision": "torch_decoders",
+    "decode_torchcodec": "torch_decoders",
+    "torchcodec_available": "torch_decoders",
+    "decode_jpeg_batch": "torch_decoders",
+    "check_decodable": "pil_decoders",
+    "describe_failure": "decoder_contract",
+    "open_image": "pil_decoders",
+    "target_hw": "decoder_contract",
+    "psnr": "resize",
     "RandomResizedCrop": "random_crop",
     "CenterCrop": "center_crop",
     "CropBox": "crop_box",

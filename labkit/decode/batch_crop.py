@@ -20,10 +20,10 @@ from typing import Callable, List, Sequence, Union
 import numpy as np
 import torch
 
-from labkit.decode.backends import resize_uint8
+from labkit.decode.resize import resize_uint8
 from labkit.decode.crop_box import CropBoxes
 from labkit.decode.jpeg_orientation import exif_orientation, rotates
-from labkit.decode.simplejpeg_decoder import JPEG_START, OWN_COLORSPACES, displayed
+from labkit.decode.simplejpeg_decoder import JPEG_START, OWN_COLORSPACES, as_displayed
 
 #: (rows of the batch, each image's displayed (height, width)) -> their boxes: the batch's plan, asked for a share.
 BoxesFor = Callable[[np.ndarray, np.ndarray], CropBoxes]
@@ -100,7 +100,7 @@ def crop_share_simplejpeg(rows: Sequence[int], sources: Sequence[Source], boxes_
             outcome.failed.append(k)
             continue
         if orientation != 1:
-            pixels = displayed(pixels, orientation)
+            pixels = as_displayed(pixels, orientation)
         top, left, bottom, right = edges[j]
         if pixels.shape[0] != scaled_shown[j, 0] or pixels.shape[1] != scaled_shown[j, 1]:  # not libjpeg's usual
             top, left, bottom, right = boxes[j].scaled(pixels.shape[:2])

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.backends import MAX_PIXELS, Size, output_hw_of, target_hw
+from labkit.decode.decoder_contract import MAX_PIXELS, Size, output_hw_of, target_hw
 from labkit.decode.crop_box import CropBox, CropBoxes, image_sizes
 from labkit.decode.registry import decoder_info
 

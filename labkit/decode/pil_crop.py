@@ -13,8 +13,8 @@ import torch
 from PIL import Image
 
 from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale
-from labkit.decode.backends import (MAX_PIXELS, DecodeError, Decoder, describe_failure, open_image, pil_chw,
-                                    pil_orientation, to_rgb)
+from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError, Decoder, describe_failure
+from labkit.decode.pil_decoders import open_image, pil_chw, pil_orientation, to_rgb
 from labkit.decode.jpeg_orientation import rotates
 
 Draw = Callable[[int, int], CropBox]

@@ -24,7 +24,7 @@ from typing import Any, Tuple
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.backends import MAX_PIXELS, DecodeError, Size, output_hw_of, target_hw
+from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError, Size, output_hw_of, target_hw
 from labkit.decode.crop_box import (CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, CropBox, CropBoxes, box_from_draws,
                                     counter_uniforms, draw_boxes)
 from labkit.decode.registry import decoder_info
@@ -82,8 +82,8 @@ def decode_box(data: bytes, box: CropBox, output_hw: Tuple[int, int], decoder: s
                max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """``data`` decoded, cropped to ``box``, resized to ``output_hw`` (antialiased bilinear) and flipped
     if the box says so: a uint8 (3, H, W) tensor."""
-    def given(height: int, width: int) -> CropBox:
+    def the_given_box(height: int, width: int) -> CropBox:
         if (height, width) != box.image_hw:
             raise DecodeError(f"the image is {height}x{width} but the box was drawn for {box.image_hw}")
         return box
-    return decoder_info(decoder).crop(data, given, output_hw, max_pixels)
+    return decoder_info(decoder).crop(data, the_given_box, output_hw, max_pixels)

@@ -6,9 +6,8 @@ scale or only the crop's detail, and whether threads can decode in parallel with
 marks its stages on a lap clock where handed one (`labkit.decode.stage_laps`), which the stage timer reads. The dataset's crop note, the stage timer, the bottleneck
 explainer, the autotuner, the ablation, ``labkit doctor`` and the loader panel all read these records.
 
-Whether a decoder releases the GIL was measured, not assumed: 64 of the kit's 800×600 photos decoded
-whole by two threads against one, on a 2-core VM, gave speed-ups of 1.93 (simplejpeg), 1.83 (pil), 1.82
-(torchcodec), 1.78 (pil-reduced) and 1.58 (torchvision): all release it while they decode.
+Whether a decoder releases the GIL was measured, not assumed: a batch decoded whole by two threads against
+one (the figures, and the machine, are in ``benchmarks/README.md``, "Figures behind design choices").
 """
 
 from __future__ import annotations
@@ -21,9 +20,9 @@ import torch
 
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode.batch_crop import ShareCropper
-from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, TORCHCODEC_FORMATS, TORCHVISION_FORMATS, Decoder, Size,
-                                    decode_jpeg_batch, decode_pil, decode_pil_reduced, decode_torchcodec,
-                                    decode_torchvision, torchvision_io)
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Decoder, Size
+from labkit.decode.pil_decoders import decode_pil, decode_pil_reduced
+from labkit.decode.torch_decoders import TORCHCODEC_FORMATS, TORCHVISION_FORMATS, decode_jpeg_batch, decode_torchcodec, decode_torchvision, torchvision_io
 from labkit.decode.pil_crop import CropDecoder, crop_after_decode, crop_pil_reduced
 
 PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})

@@ -1,15 +1,14 @@
 """The ``simplejpeg`` decoder: libjpeg-turbo 3 straight into a numpy array, at a power-of-two DCT scale.
 
 ``simplejpeg`` (MIT; wheels for Linux, macOS and Windows with libjpeg-turbo built in) decodes a JPEG with
-the GIL released, so threads decode in parallel, and without Pillow's own image object and its copies:
-a full 800×600 decode costs about half of Pillow's on the same libjpeg-turbo.
+the GIL released, so threads decode in parallel, and without Pillow's own image object and its copies
+(what that saves is measured in ``benchmarks/train_pipeline.py``'s one-core table).
 
 It is asked for exact power-of-two sizes (1/2, 1/4, 1/8): left to itself it would pick the 3/8-7/8 scales
 libjpeg-turbo also offers, which are slower than a full decode and blur more. The scaled pixels are
-resized with torch's antialiased uint8 kernel. That resize was chosen by measurement (a 300×300 box →
-224×224 on one core of a 2-core VM, PSNR against Pillow's antialiased ``resize`` of the same box): torch
-0.23 ms at 78 dB, Pillow itself 0.60 ms, OpenCV ``INTER_LINEAR`` 0.09 ms but 42 dB (it does not
-antialias: 38 dB for a 447×380 box), OpenCV ``INTER_AREA`` 0.52 ms at 49 dB.
+resized with torch's antialiased uint8 kernel, chosen by measurement: the fastest candidate at 50 dB or more against
+Pillow's antialiased resize of the same box on downscales, and no new dependency for the upscales where OpenCV's
+is a little faster (``benchmarks/resize_candidates.py``; its figures are in ``benchmarks/README.md``).
 
 What it does not read itself goes to Pillow's ``pil-reduced`` path, the same output within the resize:
 a file that is not a JPEG, and CMYK/YCCK JPEGs (Adobe's inverted CMYK needs Pillow's conversion). EXIF
@@ -24,8 +23,9 @@ import numpy as np
 import torch
 
 from labkit.decode.crop_box import CropBox, reduction_for
-from labkit.decode.backends import (MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, chw, decode_pil_reduced,
-                                    describe_failure, refuse_oversized, resize_uint8, target_hw)
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, describe_failure, refuse_oversized, target_hw
+from labkit.decode.pil_decoders import decode_pil_reduced
+from labkit.decode.resize import chw_view, resize_uint8
 from labkit.decode.jpeg_orientation import exif_orientation, orient, rotates
 from labkit.decode.pil_crop import crop_pil_reduced
 from labkit.decode.stage_laps import StageLaps, lap
@@ -56,7 +56,7 @@ def jpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Tuple[int, int, st
     return height, width, colorspace
 
 
-def own_jpeg(data: bytes, max_pixels: int = MAX_PIXELS) -> Optional[Tuple[int, int, int]]:
+def simplejpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Optional[Tuple[int, int, int]]:
     """(height, width as stored, EXIF orientation) of a JPEG simplejpeg reads itself; None for a file it hands to
     Pillow (not a JPEG; CMYK or YCCK)."""
     if data[:3] != JPEG_START:
@@ -70,7 +70,7 @@ def decode_displayed(data: bytes, height: int, width: int, orientation: int,
     """The H×W×3 pixels as shown, decoded at the smallest power-of-two scale still no smaller than ``hw``
     (None: full size)."""
     scale = 1 if hw is None else reduction_for(height, width, (hw[1], hw[0]) if rotates(orientation) else hw)
-    return displayed(decode_scaled(data, height, width, scale), orientation)
+    return as_displayed(decode_scaled(data, height, width, scale), orientation)
 
 
 def decode_scaled(data: bytes, height: int, width: int, scale: int) -> np.ndarray:
@@ -83,7 +83,7 @@ def decode_scaled(data: bytes, height: int, width: int, scale: int) -> np.ndarra
         raise DecodeError(describe_failure(data, e, "cannot decode JPEG")) from None
 
 
-def displayed(pixels: np.ndarray, orientation: int) -> np.ndarray:
+def as_displayed(pixels: np.ndarray, orientation: int) -> np.ndarray:
     """Stored pixels → as shown (EXIF applied), C-contiguous so torch can view them."""
     return pixels if orientation == 1 else np.ascontiguousarray(orient(pixels, orientation))
 
@@ -92,13 +92,13 @@ def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = M
                       laps: Optional[StageLaps] = None) -> torch.Tensor:
     """A JPEG decoded at the smallest power-of-two DCT scale that is still no smaller than ``size``, then
     torch's antialiased uint8 resize; other files through Pillow (``pil-reduced``)."""
-    header = own_jpeg(data, max_pixels)
+    header = simplejpeg_header(data, max_pixels)
     if header is None:
         return decode_pil_reduced(data, size, max_pixels, laps)
     hw = target_hw(size)
     pixels = decode_displayed(data, *header, hw)
     lap(laps, "decode")
-    image = chw(pixels)
+    image = chw_view(pixels)
     lap(laps, "to-tensor")
     image = image.contiguous() if hw is None or tuple(image.shape[-2:]) == hw else resize_uint8(image, hw).contiguous()
     lap(laps, "resize")
@@ -109,19 +109,19 @@ def crop_simplejpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw:
                     max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """The box ``draw(height, width)`` gives for the displayed image, decoded at the smallest DCT scale that
     keeps it at least ``output_hw``, cut out (edges rounded to the scaled pixels), resized, flipped."""
-    header = own_jpeg(data, max_pixels)
+    header = simplejpeg_header(data, max_pixels)
     if header is None:
         return crop_pil_reduced(data, draw, output_hw, max_pixels)
     height, width, orientation = header
     box = draw(*((width, height) if rotates(orientation) else (height, width)))
     pixels = decode_scaled(data, height, width, reduction_for(box.height, box.width, output_hw))
-    return crop_region(pixels if orientation == 1 else displayed(pixels, orientation), box, output_hw)
+    return crop_region(pixels if orientation == 1 else as_displayed(pixels, orientation), box, output_hw)
 
 
 def crop_region(pixels: np.ndarray, box: CropBox, output_hw: Tuple[int, int]) -> torch.Tensor:
     """``box`` (drawn for the full-size image) cut from displayed H×W×3 ``pixels`` decoded at any scale,
     resized to ``output_hw`` and flipped if the box says so: a contiguous uint8 (3, H, W) tensor."""
     top, left, bottom, right = box.scaled(pixels.shape[:2])
-    region = chw(np.ascontiguousarray(pixels[top:bottom, left:right]))
+    region = chw_view(np.ascontiguousarray(pixels[top:bottom, left:right]))
     out = resize_uint8(region, output_hw)
     return (out.flip(-1) if box.flip else out).contiguous()

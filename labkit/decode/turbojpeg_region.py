@@ -24,7 +24,7 @@ from typing import Callable, Optional, Tuple
 import numpy as np
 import torch
 
-from labkit.decode.backends import MAX_PIXELS, DecodeError, describe_failure, refuse_oversized
+from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError, describe_failure, refuse_oversized
 from labkit.decode.crop_box import CropBox, dct_scale
 from labkit.decode.jpeg_orientation import exif_orientation
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, is_jpeg

@@ -1,10 +1,5 @@
-"""On the device: host -> device transfer, normalisation and mixing.
-
-Import rule: labkit.device may import labkit.core, labkit.decode, labkit.storage, labkit.datasets,
-labkit.samplers, labkit.collate, labkit.workers, nothing else.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
-"""
+"""On the device: host -> device transfer, normalisation and mixing, augmentation of a batch, and the decode of a
+batch of encoded files."""
 
 from labkit.core.lazy import lazy_exports
 
@@ -15,4 +10,5 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "DevicePrefetcher": "transfer",
     "normalize_affine": "transfer",
     "BatchRandomResizedCrop": "batch_augment",
+    "DeviceDecoded": "device_decode",
 })

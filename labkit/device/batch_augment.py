@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.backends import Size, target_hw
+from labkit.decode.decoder_contract import Size, target_hw
 from labkit.decode.crop_box import CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, counter_uniforms, draw_boxes
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, normalize_affine
 

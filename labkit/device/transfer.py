@@ -37,9 +37,8 @@ def normalize_uint8(images: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN,
                     std: Sequence[float] = IMAGENET_STD, out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """uint8 (N×)C×H×W in 0..255 → float32 ``(x / 255 - mean) / std``, as ToTensor + Normalize give.
 
-    One conversion and two in-place passes (``x * 1/(255·std) - mean/std``): on a CPU this is
-    about 3x faster than the textbook four-pass expression, and it matters when the "device"
-    is the CPU itself. ``out``: a float32 tensor of the same shape to write into (see
+    One conversion and two in-place passes (``x * 1/(255·std) - mean/std``) instead of the textbook
+    four: fewer passes over the batch's memory, which matters when the "device" is the CPU itself. ``out``: a float32 tensor of the same shape to write into (see
     `labkit.core.host_buffers.HostBuffers`), else a new one.
     """
     scale, shift = normalize_affine(mean, std, images.device)
@@ -55,8 +54,8 @@ def normalize_mix_uint8(images: torch.Tensor, perm: torch.Tensor, lam: float,
     The same batch as `normalize_uint8` followed by `labkit.collate.mixing.mix_batch` with the same
     ``lam`` and ``perm`` (normalisation is affine, so it commutes with a weighted mean), at
     half the memory traffic. ``per_sample`` (default: on a CPU) works one sample at a time, so
-    the float intermediates stay in cache: measured on a 2-core VM, 12 ms a 64×3×256×256
-    batch against 29 ms for the two passes; elsewhere whole-batch kernels (fewer launches).
+    the float intermediates stay in cache (faster on a CPU than the two passes: ``benchmarks/README.md``);
+    elsewhere whole-batch kernels (fewer launches).
     """
     scale, shift = normalize_affine(mean, std, images.device)
     out = torch.empty(images.shape, dtype=torch.float32, device=images.device) if out is None else out

@@ -1,10 +1,5 @@
 """Diagnosis: the doctor, the bottleneck explainer, per-stage timing, soak runs, a small private /dev/shm, the
 autotuner.
-
-Import rule: labkit.diagnose may read every layer from core to distributed, and measure; never course or
-tools.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
 """
 
 from labkit.core.lazy import lazy_exports

@@ -33,7 +33,7 @@ from labkit.core.machine import memory_facts
 from labkit.core.machine import describe_machine, machine_info
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.datasets.storage_kinds import DECODED_PACK, PACK, open_images
-from labkit.decode.backends import OUTPUT_SIZE
+from labkit.decode.decoder_contract import OUTPUT_SIZE
 from labkit.decode.registry import DECODERS, NO_DECODE, decoder_label
 from labkit.device.transfer import DevicePrefetcher
 from labkit.diagnose.doctor import shm_batches

@@ -27,7 +27,7 @@ from labkit.core.timing import Passes, Stopwatch, time_calls, timestamp
 from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset
-from labkit.decode.backends import MAX_PIXELS
+from labkit.decode.decoder_contract import MAX_PIXELS
 from labkit.measure.decoder_speed import time_decoders
 
 _CLEARLY_FASTER = 0.9  # a decoder is advised only if it took under 90 % of the time: closer is within timing noise

@@ -18,7 +18,7 @@ import torch
 
 from labkit.core.cpus import cpu_budget
 from labkit.core.environment import usable_cpus
-from labkit.core.machine import MemoryFacts, memory_facts, os_name
+from labkit.core.machine import memory_facts, MemoryFacts, os_name
 from labkit.core.wording import count, first
 from labkit.workers.thread_budget import threads_per_worker
 

@@ -44,7 +44,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from labkit.core.errors import LabkitValueError
-from labkit.core.machine import os_name, process_maps, running
+from labkit.core.machine import os_name
+from labkit.core.processes import process_maps, running
 from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.core.timing import Deadline, Stopwatch

@@ -20,7 +20,7 @@ import torch
 from labkit.core.errors import LabkitKeyError, LabkitValueError
 from labkit.core.plotting import pyplot
 from labkit.core.timing import Stopwatch
-from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size, target_hw
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size, target_hw
 from labkit.decode.registry import DECODERS, get_decoder
 from labkit.decode.stage_laps import StageLaps
 from labkit.device.transfer import normalize_uint8

@@ -1,10 +1,4 @@
-"""Ranks under torchrun, staging to node-local disk, checkpoints.
-
-Import rule: labkit.distributed may import labkit.core, labkit.decode, labkit.storage, labkit.datasets,
-labkit.samplers, labkit.collate, labkit.workers, labkit.device, nothing else.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
-"""
+"""Ranks under torchrun, staging to node-local disk, checkpoints."""
 
 from labkit.core.lazy import lazy_exports
 

@@ -1,9 +1,5 @@
 """Measurements: loader timing, the step profile, this machine and its processes' memory, CPU cores, page faults
 and the page cache.
-
-Import rule: labkit.measure may read every layer from core to distributed; never diagnose, course or tools.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
 """
 
 from labkit.core.lazy import lazy_exports
@@ -28,6 +24,9 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "tree_memory_measure": "process_memory",
     "describe_tree_memory": "process_memory",
     "PeakMemory": "process_memory",
+    "sweep_block_sizes": "block_size_sweep",
+    "Tradeoff": "block_size_sweep",
+    "plot_tradeoff": "block_size_sweep",
     "can_evict": "page_cache",
     "evict": "page_cache",
     "resident_fraction": "page_cache",

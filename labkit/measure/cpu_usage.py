@@ -26,6 +26,7 @@ from labkit.core.machine import os_name
 from labkit.core.plotting import pyplot
 from labkit.core.timing import Stopwatch
 from labkit.measure.process_memory import cpu_seconds, descendants
+from labkit.workers.step_report import MODEL_BOUND
 
 BUSY = 70.0  # percent: a core above this, on average over the run, counts as busy
 IDLE = 30.0  # percent: a core below this counts as idle
@@ -90,7 +91,7 @@ class CoreUsage:
                              f"{len(self.cores)} cores' time: other programs' work hides whether more workers would "
                              "help (they would have to win cores from those programs); rerun on a quieter machine "
                              "before acting on this")
-            elif data_share is not None and data_share < 0.10:
+            elif data_share is not None and data_share < MODEL_BOUND:
                 lines.append("every core busy and the loop hardly waits for data: the compute side sets the pace. "
                              "On a GPU machine, cores this busy while the GPU's busy share is low point at the "
                              "device side or the copy to it")

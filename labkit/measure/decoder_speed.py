@@ -13,7 +13,7 @@ from typing import Dict, Sequence
 
 from labkit.core.errors import LabkitValueError
 from labkit.core.timing import time_calls
-from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE, Size
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.registry import DECODERS, get_decoder
 
 

@@ -14,7 +14,7 @@ import functools
 import os
 from typing import Any, Iterable, List, Optional
 
-from labkit.core.machine import process_maps
+from labkit.core.processes import process_maps
 
 
 def can_evict() -> bool:

@@ -59,7 +59,7 @@ def peak_rss_bytes() -> Optional[int]:
     read in a fresh process started for it (a forked one inherits its parent's mark), after
     `reset_peak_rss` where the OS allows it. ``None`` where the OS does not keep one."""
     if LINUX:  # VmHWM, not ru_maxrss: that one also keeps the peak of the process this one was exec'd from
-        return _status_kib(None).get("VmHWM")
+        return _status_bytes(None).get("VmHWM")
     try:
         import resource
     except ImportError:  # Windows
@@ -96,7 +96,7 @@ def pss_bytes(pid: Pid = None) -> Optional[int]:
     return getattr(_full_info(pid), "pss", None)
 
 
-def _status_kib(pid: Pid) -> Dict[str, int]:
+def _status_bytes(pid: Pid) -> Dict[str, int]:
     """RssAnon, RssFile, RssShmem and VmHWM (the peak RSS) from ``/proc/<pid>/status`` in bytes (Linux; psutil
     gives RSS whole)."""
     fields: Dict[str, int] = {}
@@ -111,12 +111,6 @@ def _status_kib(pid: Pid) -> Dict[str, int]:
     except (OSError, ValueError, IndexError):
         pass
     return fields
-
-
-def anonymous_bytes(pid: Pid = None) -> Optional[int]:
-    """Resident anonymous memory (heap, stacks, copied-on-write pages), shared with other processes or
-    not: RSS less mapped files and shared memory (Linux only)."""
-    return _status_kib(pid).get("RssAnon")
 
 
 def unique_anonymous_bytes(pid: Pid = None) -> Optional[int]:
@@ -161,7 +155,7 @@ def read_memory(pid: Pid = None) -> Optional[MemoryReading]:
             info = proc.memory_info()
     except _GONE:
         return None
-    status = _status_kib(pid)
+    status = _status_bytes(pid)
     return MemoryReading(info.rss, getattr(info, "uss", None), getattr(info, "pss", None), status.get("RssAnon"),
                          status.get("RssFile"), status.get("RssShmem"), unique_anonymous_bytes(pid))
 
@@ -237,10 +231,3 @@ class PeakMemory:
         if self._since is None or self._since.elapsed >= self.interval:
             self.peak = max(self.peak, self._read())
             self._since = Stopwatch()
-
-
-class PeakRss(PeakMemory):
-    """The peak of `tree_rss_bytes` (cheap, an upper bound), sampled at most every ``interval`` seconds."""
-
-    def __init__(self, interval: float = 0.25) -> None:
-        super().__init__(interval, tree_rss_bytes, "RSS")

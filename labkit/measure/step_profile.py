@@ -21,7 +21,8 @@ import torch
 from labkit.core.errors import LabkitValueError
 from labkit.core.timing import Stopwatch, timed
 from labkit.device.transfer import DevicePrefetcher, to_device
-from labkit.workers.profiled_loader import LoaderReport, batch_length
+from labkit.workers.profiled_loader import batch_length
+from labkit.workers.step_report import LoaderReport
 
 
 def _sync(device: Optional[torch.device]) -> None:

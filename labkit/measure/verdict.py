@@ -60,11 +60,6 @@ class Verdict:
             text += f"; the goal is at least {self.goal:.2f}x: {self.goal_outcome}"
         return text
 
-    @property
-    def goal_reached(self) -> bool:
-        """Whether the median ratio is at or above the goal (False where there is no goal)."""
-        return self.goal is not None and self.ratio >= self.goal
-
 
 def ratios(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool = True) -> tuple:
     """(median ratio, lowest, highest) of candidate over baseline, as "times better"."""

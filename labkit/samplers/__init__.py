@@ -1,10 +1,5 @@
 """The order samples are read in: one module per order family (every_sample, block_shuffle, class_balanced,
-grouped), the epoch wrapper (epoch_tagged), and the scores of an order with the block-size sweep (order_scores).
-
-Import rule: labkit.samplers may import labkit.core, labkit.decode, labkit.storage, labkit.datasets, nothing
-else.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
+grouped), the epoch wrapper (epoch_tagged), and the scores of an order (order_scores).
 """
 
 from labkit.core.lazy import lazy_exports
@@ -27,8 +22,4 @@ __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "pages_per_batch": "order_scores",
     "OrderScores": "order_scores",
     "score_order": "order_scores",
-    "Tradeoff": "order_scores",
-    "block_sizes": "order_scores",
-    "sweep_block_sizes": "order_scores",
-    "plot_tradeoff": "order_scores",
 })

@@ -1,9 +1,4 @@
-"""Where samples live on disk: image folders, the pack format, packing a folder or any iterable of samples into a pack, and shards.
-
-Import rule: labkit.storage may import labkit.core, labkit.decode, nothing else.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
-"""
+"""Where samples live on disk: image folders, the pack format, packing a folder or any iterable of samples into a pack, and shards."""
 
 from labkit.core.lazy import lazy_exports
 

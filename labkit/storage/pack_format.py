@@ -353,7 +353,7 @@ class PackReader:
         """Decoded samples as one writable uint8 array of shape (len(indices), C, H, W): ``out`` if
         given (a batch buffer in shared memory, say), else a new one."""
         if self.decoded_shape is None:
-            raise LabkitTypeError(f"{self.path}: holds encoded images; decode them (labkit.decode.backends) or pack with --decoded")
+            raise LabkitTypeError(f"{self.path}: holds encoded images; decode them (labkit.decode) or pack with --decoded")
         shape = (len(indices), *self.decoded_shape)
         if out is None:
             out = np.empty(shape, dtype=np.uint8)

@@ -30,10 +30,11 @@ from labkit.core.atomic import clear_dead_temporaries
 from labkit.core.disk_space import require_space
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitRuntimeError
-from labkit.core.machine import ignore_interrupts, interrupts_deferred
+from labkit.core.processes import ignore_interrupts, interrupts_deferred
 from labkit.core.string_table import PathLike, StringTable, printable
 from labkit.core.wording import count
-from labkit.decode.backends import MAX_PIXELS, DecodeError, check_decodable
+from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError
+from labkit.decode.pil_decoders import check_decodable
 from labkit.decode.registry import get_decoder
 from labkit.storage.image_folder import FolderIndex, scan_image_folder
 from labkit.storage.pack_format import RECORD_DTYPE, PackWriter, abandon_pack
@@ -269,7 +270,7 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
                 progress: bool = True, max_pixels: int = MAX_PIXELS) -> PackReport:
     """Pack every image of the ImageFolder ``src`` into the single file ``dst``.
 
-    ``decoded_size=None`` stores the files' bytes as they are (checked by `labkit.decode.backends.check_decodable`
+    ``decoded_size=None`` stores the files' bytes as they are (checked by `labkit.decode.pil_decoders.check_decodable`
     unless ``check=False``); ``decoded_size=N`` stores N×N uint8 C×H×W arrays decoded by
     ``decoder``. The output appears under ``dst`` only once complete. A pack that cannot fit on the
     destination's file system is refused before anything is written, and one stopped by a disk that filled

@@ -20,7 +20,8 @@ from typing import Any, Dict, Iterable, List, Optional, Sequence
 
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.string_table import PathLike, printable
-from labkit.decode.backends import MAX_PIXELS, DecodeError, check_decodable
+from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError
+from labkit.decode.pil_decoders import check_decodable
 from labkit.storage.pack_format import PackWriter, abandon_pack
 from labkit.storage.packing import PackReport
 

@@ -1,10 +1,4 @@
-"""The labkit command line and the pack fuzzer.
-
-Import rule: labkit.tools may use everything; no other labkit package imports it (labkit/__main__.py runs its
-command line).
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
-"""
+"""The labkit command line and the pack fuzzer."""
 
 from labkit.core.lazy import lazy_exports
 

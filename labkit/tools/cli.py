@@ -101,7 +101,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
-    from labkit.bench.ablation import AblationSettings
+    from labkit.bench.ablation_versions import AblationSettings
 
     return AblationSettings(batch_size=args.batch, num_workers=args.workers, runs=args.runs,
                     steps=args.steps or (3 if quick else 20), min_seconds=0.0 if quick else 3.0, model=args.model,

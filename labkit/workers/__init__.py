@@ -1,19 +1,13 @@
-"""The processes that load: make_loader, thread budgets, the watchdog, shared-memory slots, the staged pipeline.
-
-Import rule: labkit.workers may import labkit.core, labkit.decode, labkit.storage, labkit.datasets,
-labkit.samplers, labkit.collate, nothing else.
-
-The order of the layers, and what each may import, is the package's own docstring (``labkit``).
-"""
+"""The processes that load: make_loader, thread budgets, the watchdog, shared-memory slots, the staged pipeline."""
 
 from labkit.core.lazy import lazy_exports
 
 __all__, __getattr__, __dir__ = lazy_exports(__name__, {
     "make_loader": "loader_factory",
     "StatefulLoader": "stateful_loader",
-    "LoaderReport": "profiled_loader",
+    "LoaderReport": "step_report",
     "ProfiledLoader": "profiled_loader",
-    "data_bound_diagnosis": "profiled_loader",
+    "data_bound_diagnosis": "step_report",
     "batch_length": "profiled_loader",
     "SlotLoader": "shared_slots",
     "ThreadLoader": "thread_loader",

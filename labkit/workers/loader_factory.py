@@ -65,24 +65,24 @@ def _order(dataset: Dataset, shuffle: Optional[bool], sampler: Optional[Sampler]
         return None, False
     if shuffle is False:
         return InOrderSampler(dataset), False  # type: ignore[arg-type]
-    drawn = seed is None
-    chosen = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item()) if drawn else int(seed)  # type: ignore
-    return RandomPermutationSampler(dataset, seed=chosen), drawn  # type: ignore[arg-type]
+    seed_drawn = seed is None
+    chosen = int(torch.randint(0, 2**31 - 1, (1,), generator=generator).item()) if seed_drawn else int(seed)  # type: ignore
+    return RandomPermutationSampler(dataset, seed=chosen), seed_drawn  # type: ignore[arg-type]
 
 
-def _slot_loader(images: Any, dataset: Dataset, batches: Optional[BatchSampler], options: Dict[str, Any],
+def _slot_loader(image_dataset: Any, dataset: Dataset, batches: Optional[BatchSampler], options: Dict[str, Any],
                  hang_timeout: Optional[float]) -> SlotLoader:
     """``batch_slots=True``: the batches made here, each written by a worker into a reused shared-memory slot."""
-    if not (getattr(images, "fills_batches", False) and getattr(images, "size", None) is not None
-            and images is dataset and isinstance(batches, BatchSampler)):
+    if not (getattr(image_dataset, "fills_batches", False) and getattr(image_dataset, "size", None) is not None
+            and image_dataset is dataset and isinstance(batches, BatchSampler)):
         raise LabkitValueError(f"batch_slots=True needs a labkit image dataset whose images share one size, batched "
                                f"by batch_size= (not {type(dataset).__name__} with batch_sampler= or batch_size=None): "
                                "its batches are decoded straight into the slots")
     if options.get("collate_fn") is not stack_uint8:
         raise LabkitValueError("batch_slots=True hands out the slot's rows as the batch: leave collate_fn out")
     slot_options = {k: v for k, v in options.items() if k not in ("batch_sampler", "collate_fn", "persistent_workers")}
-    return SlotLoader(images, batches.batch_size, sampler=EpochTagged(batches.sampler), drop_last=batches.drop_last,
-                      image_shape=(3, *images.size), hang_timeout=hang_timeout, **slot_options)
+    return SlotLoader(image_dataset, batches.batch_size, sampler=EpochTagged(batches.sampler), drop_last=batches.drop_last,
+                      image_shape=(3, *image_dataset.size), hang_timeout=hang_timeout, **slot_options)
 
 
 def _warn_past_share(workers: int) -> None:
@@ -129,9 +129,9 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
     """
     workers = cpu_budget().workers_per_rank if num_workers is None else num_workers
     _warn_past_share(workers)
-    order, drawn = _order(dataset, shuffle, sampler, batch_sampler, seed, kwargs.get("generator"))
-    images = dataset.dataset if isinstance(dataset, Subset) else dataset
-    if collate_fn is None and isinstance(images, LabeledImageDataset):
+    order, seed_drawn = _order(dataset, shuffle, sampler, batch_sampler, seed, kwargs.get("generator"))
+    image_dataset = dataset.dataset if isinstance(dataset, Subset) else dataset
+    if collate_fn is None and isinstance(image_dataset, LabeledImageDataset):
         collate_fn = stack_uint8
     options: Dict[str, Any] = dict(num_workers=workers, collate_fn=collate_fn,
                                    pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory, **kwargs)
@@ -140,18 +140,18 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
         if batch_size not in (DEFAULT_BATCH_SIZE, None) or drop_last:
             raise LabkitValueError(f"batch_sampler= makes the batches, so batch_size={batch_size} and drop_last="
                                    f"{drop_last} would be ignored: leave them out (torch's DataLoader refuses them too)")
-        batches, batch_size, counted = batch_sampler, None, None
+        batches, batch_size, samples_per_batch = batch_sampler, None, None
         options["batch_sampler"] = EpochTagged(order)
     elif order is None:  # an IterableDataset: its own order, batched by the DataLoader
         options.update(batch_size=batch_size, drop_last=drop_last)
-        counted = batch_size
+        samples_per_batch = batch_size
     elif batch_size is None:  # no batching: each index is a sample
         options.update(batch_size=None, sampler=EpochTagged(order))
-        counted = None
+        samples_per_batch = None
     else:  # the batches made here, so each goes to the workers as one list with its epoch (EpochBatch)
         batches = BatchSampler(order, batch_size, drop_last)
         options["batch_sampler"] = EpochTagged(batches)
-        counted = batch_size
+        samples_per_batch = batch_size
     if workers > 0:
         options["persistent_workers"] = True if persistent_workers is None else persistent_workers
         options["multiprocessing_context"] = worker_context(kwargs.get("multiprocessing_context"))
@@ -162,7 +162,7 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
         raise LabkitValueError("worker_init_fn needs num_workers >= 1")
     loader: Iterable
     if batch_slots:
-        loader = _slot_loader(images, dataset, batches, options, hang_timeout)
+        loader = _slot_loader(image_dataset, dataset, batches, options, hang_timeout)
         inner: DataLoader = loader.loader.loader if workers else loader.loader  # type: ignore[attr-defined]
     else:
         fetched = dataset if order is None else EpochScoped(dataset)
@@ -185,5 +185,5 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
     unsaved = ("" if resumable else f"its order comes from {type(order).__name__ if order is not None else type(dataset).__name__}, "
                "which cannot save a place mid-epoch: use a labkit.samplers.resumable sampler (RandomPermutationSampler, "
                "BlockShuffleSampler, DistributedBlockSampler, ...)")
-    return StatefulLoader(loader, order if resumable else None, counted, owns_seed=drawn, unsaved=unsaved,
+    return StatefulLoader(loader, order if resumable else None, samples_per_batch, owns_seed=seed_drawn, unsaved=unsaved,
                           attributes=attributes)

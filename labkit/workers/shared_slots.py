@@ -3,9 +3,8 @@
 
 A DataLoader worker collates each batch into a new shared-memory segment: the kernel allocates
 and zeroes its pages (3,072 for a 64×3×256×256 uint8 batch), the main process maps them again,
-and the segment is freed when the batch dies. Measured on a 2-core VM (`benchmarks/limits.py`):
-20 ms a batch, against 2 ms for the same copy into memory already mapped — about 6 % of a
-worker's time at the fastest decoder's rate, spent on every batch. `SlotLoader` allocates
+and the segment is freed when the batch dies, on every batch (`benchmarks/limits.py` measures that against
+the same copy into memory already mapped; its figures are in ``benchmarks/README.md``). `SlotLoader` allocates
 ``slots`` batch tensors in shared memory once; its batch sampler gives each batch a free slot,
 the worker writes the samples straight into that slot's rows and sends back only the slot
 number and the labels, and the main process yields a view of the slot.

@@ -7,7 +7,8 @@ from PIL import Image
 
 from labkit.bench.synthetic_data import (CORRUPT_KINDS, MANIFEST_NAME, PhotoSpec, class_name, encode_sample,
                                           make_photos, plan_sample, read_manifest, spectrum_slope)
-from labkit.decode.backends import DecodeError, decode_pil
+from labkit.decode.decoder_contract import DecodeError
+from labkit.decode.pil_decoders import decode_pil
 
 from conftest import SMALL, files_under
 

@@ -15,7 +15,7 @@ from labkit.datasets.encoded_images import EncodedImages, ImageFolderDataset
 from labkit.datasets.labeled_images import LabeledImageDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
 from labkit.datasets.sample_errors import SampleError
-from labkit.decode.backends import MAX_PIXELS, OUTPUT_SIZE
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.measure.python_calls import count_python_calls

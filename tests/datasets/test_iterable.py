@@ -8,7 +8,7 @@ import sys
 import pytest
 from torch.utils.data import DataLoader
 
-from labkit.course.naive_datasets import NaiveIterableDataset
+from labkit.bench.naive_datasets import NaiveIterableDataset
 from labkit.datasets.iterable import LiveStreamDataset, ShardedIterableDataset, Stream
 from labkit.storage.pack_format import PackWriter
 

@@ -10,7 +10,7 @@ from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.sample_errors import SampleError, SkipRecord
 from labkit.datasets.skip_policy import SkipPolicy, probe_stride
-from labkit.decode.backends import DecodeError
+from labkit.decode.decoder_contract import DecodeError
 
 
 def test_skip_substitutes_counts_and_gathers_from_spawned_workers(corrupt_photos):

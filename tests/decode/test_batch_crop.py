@@ -9,7 +9,7 @@ import torch
 from PIL import Image
 
 from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
-from labkit.decode.backends import EXIF_ORIENTATION
+from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.batch_crop import crop_share_simplejpeg
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.crop_box import whole_images

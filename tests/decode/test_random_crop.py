@@ -11,7 +11,8 @@ from torchvision.transforms import RandomResizedCrop as TorchvisionCrop
 
 from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.core.errors import LabkitError
-from labkit.decode.backends import EXIF_ORIENTATION, psnr
+from labkit.decode.pil_decoders import EXIF_ORIENTATION
+from labkit.decode.resize import psnr
 from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale
 from labkit.decode.random_crop import RandomResizedCrop, decode_box
 from labkit.decode.registry import DECODERS, crops_in_decode, decode_image

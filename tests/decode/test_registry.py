@@ -59,7 +59,7 @@ def test_no_decode_is_not_a_decoder_name():
 def test_the_gpu_decoder_is_a_record_of_its_own_that_no_dataset_takes():
     import torch
 
-    from labkit.decode.backends import decode_jpeg_batch
+    from labkit.decode.torch_decoders import decode_jpeg_batch
     from labkit.decode.registry import DEVICE_DECODERS, device_decoder
 
     assert "nvjpeg" in DEVICE_DECODERS and "nvjpeg" not in DECODERS  # every loop over DECODERS stays on the CPU

@@ -10,7 +10,9 @@ from PIL import Image
 
 from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode import simplejpeg_decoder
-from labkit.decode.backends import EXIF_ORIENTATION, DecodeError, DecompressionBombError, psnr
+from labkit.decode.decoder_contract import DecodeError, DecompressionBombError
+from labkit.decode.pil_decoders import EXIF_ORIENTATION
+from labkit.decode.resize import psnr
 from labkit.decode.crop_box import CropBox, crop_resize_flip
 from labkit.decode.pil_crop import crop_pil_reduced
 from labkit.decode.registry import decode_image

@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 
-from labkit.decode.backends import MAX_PIXELS
+from labkit.decode.decoder_contract import MAX_PIXELS
 from labkit.decode.registry import DECODERS, get_decoder
 from labkit.decode.stage_laps import DECODER_STAGES, StageLaps, lap
 from labkit.storage.image_folder import scan_image_folder

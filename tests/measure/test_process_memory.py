@@ -6,7 +6,7 @@ import pytest
 
 from labkit.core.machine import os_name
 from labkit.core.torch_internals import worker_processes
-from labkit.measure.process_memory import (LINUX, PeakMemory, PeakRss, describe_tree_memory, private_bytes,
+from labkit.measure.process_memory import (LINUX, PeakMemory, describe_tree_memory, private_bytes,
                                            read_memory, rss_bytes, tree_memory_bytes, tree_memory_measure,
                                            tree_rss_bytes)
 
@@ -82,7 +82,7 @@ def test_running_tells_a_live_process_from_an_exited_unreaped_one():
     import sys
     import time
 
-    from labkit.core.machine import running
+    from labkit.core.processes import running
 
     child = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     assert running(child.pid)
@@ -94,15 +94,16 @@ def test_running_tells_a_live_process_from_an_exited_unreaped_one():
     assert child.poll() == 0 and not running(child.pid)
 
 
-@pytest.mark.parametrize("peak_class", [PeakMemory, PeakRss])
-def test_peak_follows_growth_but_samples_at_most_once_per_interval(peak_class):
-    eager, lazy = peak_class(interval=0), peak_class(interval=3600)
+@pytest.mark.parametrize("read", [None, tree_rss_bytes], ids=["tree memory", "RSS"])
+def test_peak_follows_growth_but_samples_at_most_once_per_interval(read):
+    make = PeakMemory if read is None else lambda interval: PeakMemory(interval, read, "RSS")
+    eager, lazy = make(interval=0), make(interval=3600)
     lazy.sample("a batch")  # the first call always samples: the workers run by then
     before_eager, before_lazy = eager.peak, lazy.peak
     block = np.ones(64 * MIB, dtype=np.uint8)
     eager.sample(), lazy.sample("a batch")
     assert eager.peak >= before_eager + 48 * MIB and lazy.peak == before_lazy
-    assert PeakRss().measure == "RSS" and PeakMemory().measure == tree_memory_measure()
+    assert make(interval=1).measure == ("RSS" if read else tree_memory_measure())
     del block
 
 

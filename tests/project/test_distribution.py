@@ -89,7 +89,7 @@ def test_the_wheel_installs_in_a_fresh_venv_and_works_without_the_course_extra(b
         data = torch.utils.data.TensorDataset(torch.zeros(8, 3, 4, 4, dtype=torch.uint8), torch.arange(8))
         assert sum(len(b[1]) for b in labkit.make_loader(data, batch_size=4, num_workers=0)) == 8
         from labkit.core.plotting import PlottingUnavailableError
-        from labkit.samplers.order_scores import plot_tradeoff
+        from labkit.measure.block_size_sweep import plot_tradeoff
         try:
             plot_tradeoff(None)
         except PlottingUnavailableError as error:

@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from labkit.core.machine import kill_process_tree
+from labkit.core.processes import kill_process_tree
 from labkit.distributed.checkpoint import load_checkpoint
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

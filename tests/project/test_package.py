@@ -18,19 +18,10 @@ import pytest
 
 import labkit
 from labkit.core.errors import LabkitError
+from labkit.core.layers import LAYERS, layer_table, may_import
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-CHAIN = ["core", "decode", "storage", "datasets", "samplers", "collate", "workers", "device", "distributed"]
-PACKAGES = CHAIN + ["measure", "diagnose", "bench", "course", "tools"]
-
-
-def _allowed(layer: str) -> set:
-    """The labkit packages ``layer`` may import (its own included)."""
-    if layer in CHAIN:
-        return set(CHAIN[: CHAIN.index(layer) + 1])
-    return {"measure": set(CHAIN) | {"measure"}, "diagnose": set(CHAIN) | {"measure", "diagnose"},
-            "bench": set(CHAIN) | {"measure", "diagnose", "bench"},
-            "course": set(PACKAGES) - {"tools"}, "tools": set(PACKAGES)}[layer]
+PACKAGES = list(LAYERS)
 
 
 def _modules():
@@ -75,10 +66,14 @@ def test_every_name_a_face_offers_is_found_where_it_says(package):
         getattr(face, "not_a_name")
 
 
-def test_every_package_says_its_import_rule():
-    for p in PACKAGES:
-        doc = importlib.import_module(f"labkit.{p}").__doc__ or ""
-        assert "Import rule" in doc or p == "core" and "imports no other" in doc, p
+def test_the_layer_table_names_every_sub_package_and_is_written_once():
+    found = {info.name for info in pkgutil.iter_modules(labkit.__path__) if info.ispkg}
+    assert found == set(LAYERS), f"sub-packages missing from labkit.core.layers.LAYERS: {found ^ set(LAYERS)}"
+    restated = [p for p in PACKAGES if "Import rule" in (importlib.import_module(f"labkit.{p}").__doc__ or "")]
+    assert not restated, f"package docstrings restating the layer rule (it is labkit.LAYERS): {restated}"
+    assert labkit.LAYERS is LAYERS
+    with open(os.path.join(ROOT, "docs", "modules.md"), encoding="utf-8") as f:
+        assert layer_table() in f.read(), "docs/modules.md: paste labkit.core.layers.layer_table()'s table again"
 
 
 def test_each_module_imports_only_the_layers_to_its_left():
@@ -89,7 +84,7 @@ def test_each_module_imports_only_the_layers_to_its_left():
             continue
         for line, module, _ in _imports(path):
             target = module.split(".")[1] if "." in module else None
-            if target is not None and target not in _allowed(parts[1]):
+            if target is not None and target not in may_import(parts[1]):
                 broken.append(f"{os.path.relpath(path, ROOT)}:{line} imports {module}")
     assert not broken, "imports against the layer rule:\n" + "\n".join(broken)
 
@@ -201,9 +196,32 @@ TORCH_PRIVATE_ATTRIBUTES = {"_iterator", "_workers", "_shutdown_workers", "_work
                             "_timeout", "_rcvd_idx", "_send_idx", "_task_info", "_tasks_outstanding",
                             "_worker_result_queue", "_index_queues", "_data_queue", "_pin_memory_thread"}
 DOOR = "labkit.core.torch_internals"
+#: Private-looking names of the standard library that are documented and public (``os._exit``).
+PUBLIC_UNDERSCORED = {"_exit"}
 
 
-def _torch_private_uses(path):
+def _names_labkit_defines() -> set:
+    """Every name labkit binds anywhere (functions, classes, attributes it assigns, variables, arguments, imports):
+    a private attribute outside this set belongs to a library (torch's ``storage._new_shared``, ...)."""
+    defined = set()
+    for _, path in _modules():
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                defined.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                defined.add(node.id)
+            elif isinstance(node, ast.arg):
+                defined.add(node.arg)
+            elif isinstance(node, ast.alias):
+                defined.add(node.asname or node.name.split(".")[-1])
+    return defined
+
+
+def _torch_private_uses(path, labkit_names=frozenset()):
+    """(line, what) of each use of a library's private API in a file: a private torch module or name imported, a
+    private attribute labkit does not define read or called on any object, or one of torch's named as a string."""
     tree = ast.parse(open(path, encoding="utf-8").read())
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("torch") and (
@@ -211,20 +229,24 @@ def _torch_private_uses(path):
                 any(a.name.startswith("_") for a in node.names)):
             yield node.lineno, f"from {node.module} import ..."
         elif isinstance(node, ast.Attribute):
+            private = node.attr.startswith("_") and not node.attr.startswith("__")
             if node.attr in TORCH_PRIVATE_ATTRIBUTES:
                 yield node.lineno, f".{node.attr}"
-            elif (node.attr.startswith("_") and not node.attr.startswith("__") and isinstance(node.value, ast.Name)
-                  and node.value.id == "torch"):
+            elif private and isinstance(node.value, ast.Name) and node.value.id == "torch":
                 yield node.lineno, f"torch.{node.attr}"
+            elif private and labkit_names and node.attr not in labkit_names | PUBLIC_UNDERSCORED:
+                yield node.lineno, f".{node.attr} (private to a library)"
         elif isinstance(node, ast.Constant) and node.value in TORCH_PRIVATE_ATTRIBUTES:
             yield node.lineno, repr(node.value)
 
 
 def test_torch_s_private_names_are_used_behind_one_door_only():
+    labkit_names = _names_labkit_defines()
     outside = [f"{os.path.relpath(path, ROOT)}:{line} {what}" for name, path in _modules() if name != DOOR
-               for line, what in _torch_private_uses(path)]
+               for line, what in _torch_private_uses(path, labkit_names)]
     assert not outside, f"torch's private API outside {DOOR}:\n" + "\n".join(outside)
-    assert list(_torch_private_uses(importlib.util.find_spec(DOOR).origin))  # the scan sees the door's own uses
+    door = [what for _, what in _torch_private_uses(importlib.util.find_spec(DOOR).origin, labkit_names)]
+    assert any(what.startswith("._new_shared") for what in door)  # the scan sees a private attribute on any object
 
 
 # test modules that exercise one module from a second side (a stress run, the hostile files, the panels' callbacks)
@@ -292,6 +314,14 @@ def _calls(path):
 def _writes_text(call: ast.Call) -> bool:
     mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
     return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wa")
+
+
+def test_no_benchmark_or_script_imports_the_course():
+    # labkit.course is what only the notebooks need; what a benchmark shares with the course lives in labkit.bench
+    found = [f"{os.path.relpath(path, ROOT)}:{line} imports {module}"
+             for path in _benchmarks() + sorted(glob.glob(os.path.join(ROOT, "scripts", "*.py")))
+             for line, module, _ in _imports(path) if module.startswith("labkit.course")]
+    assert not found, "\n".join(found)
 
 
 def test_every_result_file_is_written_whole_with_its_machine():

@@ -3,10 +3,15 @@ import numpy as np
 import pytest
 from torch.utils.data import DataLoader, Dataset
 
+import importlib
+import pkgutil
+
+import labkit.samplers
 from labkit.samplers.block_shuffle import BlockShuffleSampler, DistributedBlockSampler
 from labkit.samplers.class_balanced import ClassBalancedSampler
-from labkit.samplers.every_sample import RandomOffsetSequentialSampler
+from labkit.samplers.every_sample import InOrderSampler, RandomOffsetSequentialSampler, RandomPermutationSampler
 from labkit.samplers.grouped import GroupedBatchSampler
+from labkit.samplers.resumable import EverySampleOnce, ResumableSampler
 
 
 class Indices(Dataset):
@@ -23,16 +28,39 @@ class Indices(Dataset):
 
 
 def _samplers(n=50):
+    """A case for every sampler of indices: the conformance tests run over each (see the next test)."""
     labels = np.arange(n) % 5
     return {
         "block": lambda: BlockShuffleSampler(n, block_size=8, window=2, seed=3),
         "distributed": lambda: DistributedBlockSampler(n, num_replicas=2, rank=1, seed=3, block_size=8),
         "balanced": lambda: ClassBalancedSampler(labels, seed=3),
         "offset": lambda: RandomOffsetSequentialSampler(n, seed=3),
+        "permutation": lambda: RandomPermutationSampler(n, seed=3),  # make_loader's default with shuffle
+        "in order": lambda: InOrderSampler(n),  # make_loader's default with shuffle=False
     }
 
 
-@pytest.mark.parametrize("name", list(_samplers()))
+#: Samplers of batches, whose resume counts batches (tested below on their own).
+BATCH_SAMPLERS = {GroupedBatchSampler}
+#: Samplers whose order is the same every epoch by design.
+FIXED_ORDER = {"in order"}
+
+
+def _subclasses(cls):
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _subclasses(sub)
+
+
+def test_every_resumable_sampler_in_labkit_has_a_conformance_case():
+    for info in pkgutil.iter_modules(labkit.samplers.__path__, "labkit.samplers."):
+        importlib.import_module(info.name)
+    found = {c for c in _subclasses(ResumableSampler) if c.__module__.startswith("labkit.")} - {EverySampleOnce}
+    covered = {type(make()) for make in _samplers().values()} | BATCH_SAMPLERS
+    assert found == covered, f"ResumableSamplers without a case in _samplers(): {found - covered}"
+
+
+@pytest.mark.parametrize("name", [n for n in _samplers() if n not in FIXED_ORDER])
 def test_order_changes_each_epoch_without_set_epoch_and_repeats_with_it(name):
     s = _samplers()[name]()
     first, second = list(s), list(s)

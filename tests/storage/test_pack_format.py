@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from labkit.decode.backends import decode_pil
+from labkit.decode.pil_decoders import decode_pil
 from labkit.storage.pack_format import (HEADER_SIZE, ChecksumMismatchError, CorruptIndexError, EntryOutOfBoundsError,
                                         NotAPackError, PackReader, PackWriter, TruncatedPackError,
                                         UnsupportedVersionError, verify_pack)

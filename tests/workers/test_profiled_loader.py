@@ -1,4 +1,4 @@
-"""ProfiledLoader and the seed's data-bound rule: what LABKIT_PROFILE=1 prints each epoch."""
+"""ProfiledLoader: what LABKIT_PROFILE=1 prints each epoch."""
 
 import io
 
@@ -6,12 +6,7 @@ import pytest
 from conftest import Sleepy
 from torch.utils.data import DataLoader
 
-from labkit.workers.profiled_loader import ProfiledLoader, batch_length, data_bound_diagnosis
-
-
-def test_the_data_bound_diagnosis_follows_the_seed_s_thresholds():
-    assert data_bound_diagnosis(0.5).startswith("data-bound") and data_bound_diagnosis(0.31).startswith("data-bound")
-    assert data_bound_diagnosis(0.05).startswith("compute-bound") and data_bound_diagnosis(0.2).startswith("balanced")
+from labkit.workers.profiled_loader import ProfiledLoader, batch_length
 
 
 def test_profiled_loader_reports_each_epoch_from_the_wait_and_the_loop_s_own_time(fake_clock):

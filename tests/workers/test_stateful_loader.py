@@ -15,7 +15,7 @@ from torch.utils.data import Dataset
 from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.core.epoch_index import epoch_of
 from labkit.core.errors import LabkitTypeError, LabkitValueError
-from labkit.core.machine import running
+from labkit.core.processes import running
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.distributed.checkpoint import load_checkpoint, save_checkpoint

@@ -3,7 +3,7 @@
 import pytest
 from torch.utils.data import DataLoader
 
-from labkit.core.machine import running
+from labkit.core.processes import running
 from labkit.core.torch_internals import live_iterator, worker_processes
 from labkit.workers.worker_stop import close_loader
 

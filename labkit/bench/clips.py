@@ -5,16 +5,16 @@ then resize, crop and lay out as C×H×W (stage 2). The same two functions serve
 single-stage `ClipFolderDataset` and the two-stage `labkit.workers.staged_pipeline.StagedPipeline`, so the
 two can be measured on identical work.
 
-`run_dataloader` and `run_pipeline` measure them side by side. Both log each step from inside the
+`LoaderRunner` and `PipelineRunner` measure them side by side. Both log each step from inside the
 process that runs it (a `SharedLog`), so a run reports more than clips/s: each clip's latency (its
 decode starting -> the clip arriving in the main loop), how long each stage took in each process, and
 a timeline of who did what. Those are the numbers that say whether a pipeline's stages are balanced,
 which decides whether it can beat a DataLoader with as many processes.
 
-`LoaderRunner` and `PipelineRunner` are the same two runs with their processes started once and reused
-for every pass (``persistent_workers``, a persistent `StagedPipeline`): under the spawn start method
-(macOS, Windows) each process start imports torch again, seconds each, and a lab that measures several
-settings a few passes each would spend most of its time starting processes.
+Each starts its processes once and reuses them for every pass (``persistent_workers``, a persistent
+`StagedPipeline`): under the spawn start method (macOS, Windows) each process start imports torch again,
+seconds each, and a lab that measures several settings a few passes each would spend most of its time
+starting processes.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.core.string_table import PathLike, StringTable
 from labkit.core.timing import Stopwatch, timestamp
-from labkit.decode.backends import DecodeError, describe_failure, open_image
+from labkit.decode.decoder_contract import DecodeError, describe_failure
+from labkit.decode.pil_decoders import open_image
 from labkit.workers.staged_pipeline import StagedPipeline
 from labkit.workers.thread_budget import torch_threads
 from labkit.workers.worker_stop import close_loader
@@ -311,21 +312,6 @@ class PipelineRunner:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def run_dataloader(root: str, work: ClipWork, num_workers: int) -> ClipRun:
-    """Every clip under ``root`` through a DataLoader whose workers each do both steps of a clip: one pass,
-    workers started for it and stopped after (`LoaderRunner` reuses them over passes)."""
-    with LoaderRunner(root, work, num_workers) as runner:
-        return runner.run()
-
-
-def run_pipeline(root: str, work: ClipWork, num_decoders: int, num_transformers: int, slots: Optional[int] = None,
-                 items: Optional[Sequence[str]] = None) -> ClipRun:
-    """Every clip under ``root`` (or the clip folders ``items``) through a `StagedPipeline`: one pass, processes
-    started for it and stopped after (`PipelineRunner` reuses them over passes)."""
-    with PipelineRunner(root, work, num_decoders, num_transformers, slots, items) as runner:
-        return runner.run()
 
 
 def time_clip_stages(root: str, work: ClipWork, clips: int = 8) -> Dict[str, List[float]]:

@@ -1,12 +1,11 @@
-"""labkit.course.clips: clip loaders measured side by side, a DataLoader and a StagedPipeline on the same clips."""
+"""labkit.bench.clips: clip loaders measured side by side, a DataLoader and a StagedPipeline on the same clips."""
 
 import multiprocessing
 
 import numpy as np
 import pytest
 
-from labkit.course.clips import (STAGES, ClipFolderDataset, ClipWork, LoaderRunner, PipelineRunner, run_dataloader,
-                                 run_pipeline, time_clip_stages)
+from labkit.bench.clips import STAGES, ClipFolderDataset, ClipWork, LoaderRunner, PipelineRunner, time_clip_stages
 from labkit.bench.synthetic_data import ClipSpec, make_clips
 from labkit.workers.staged_pipeline import PipelineError
 
@@ -31,6 +30,18 @@ def _check(run, processes):
 
 
 @pytest.mark.timeout(120)
+def run_dataloader(root, work, num_workers):
+    """One pass through a DataLoader whose workers are started for it and stopped after."""
+    with LoaderRunner(root, work, num_workers) as runner:
+        return runner.run()
+
+
+def run_pipeline(root, work, num_decoders, num_transformers, items=None):
+    """One pass through a `StagedPipeline` started for it and stopped after."""
+    with PipelineRunner(root, work, num_decoders, num_transformers, items=items) as runner:
+        return runner.run()
+
+
 def test_dataloader_run_logs_both_steps_of_every_clip(clips):
     _check(run_dataloader(clips, WORK, num_workers=2), 2)
     single = run_dataloader(clips, WORK, num_workers=0)
