@@ -28,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from labkit.core.timing import Stopwatch
 
@@ -47,14 +47,14 @@ class Tally:
     engine: str
     seconds: float = 0.0
     examples: int = 0
-    outcomes: Dict[str, int] = field(default_factory=dict)
-    broken_promises: List[Dict[str, str]] = field(default_factory=list)
-    hangs: List[Dict[str, str]] = field(default_factory=list)
+    outcomes: dict[str, int] = field(default_factory=dict)
+    broken_promises: list[dict[str, str]] = field(default_factory=list)
+    hangs: list[dict[str, str]] = field(default_factory=list)
     failures: int = 0  # broken promises and hangs, each time one happened
     slowest_example_s: float = 0.0
     note: str = ""
 
-    def run(self, mutation: Any, path: str, limit: Optional[float]) -> None:
+    def run(self, mutation: Any, path: str, limit: float | None) -> None:
         """Damage the sample pack at ``path`` with ``mutation`` and check the reader's promise; past ``limit``
         seconds raise `ExampleTimeout` (``None``: the caller watches the time)."""
         from labkit.tools import pack_fuzzer
@@ -74,7 +74,7 @@ class Tally:
                 signal.setitimer(signal.ITIMER_REAL, 0)
             self.slowest_example_s = max(self.slowest_example_s, watch.elapsed)
 
-    def record(self, found: List[Dict[str, str]], mutation: str, what: str) -> None:
+    def record(self, found: list[dict[str, str]], mutation: str, what: str) -> None:
         """Add a failure to ``found`` (the first 20 distinct ones are kept; all are counted)."""
         self.failures += 1
         entry = {"mutation": mutation, "error": what}

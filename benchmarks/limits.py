@@ -34,8 +34,9 @@ import argparse
 import multiprocessing as mp
 import os
 import sys
+from collections.abc import Callable, Sequence
 from statistics import median
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
@@ -48,8 +49,8 @@ from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch, time_calls
 from labkit.datasets.pack_datasets import PackedDataset
-from labkit.decode.pil_decoders import open_image
 from labkit.decode.pil_crop import displayed_hw
+from labkit.decode.pil_decoders import open_image
 from labkit.decode.random_crop import RandomResizedCrop, decode_box
 from labkit.decode.registry import DECODERS, decode_image
 from labkit.measure.loader_timing import spread_indices
@@ -208,13 +209,13 @@ def one_core_rate(pack: str, samples: int, step: Callable[[int, bytes], Any], re
     return len(blobs) / passes.median
 
 
-def sample_bytes(pack: str, samples: int) -> List[bytes]:
+def sample_bytes(pack: str, samples: int) -> list[bytes]:
     """The encoded bytes of ``samples`` images spread over ``pack``."""
     reader = PackReader(pack)
     return [reader.read(i) for i in spread_indices(len(reader), samples)]
 
 
-def crop_bound_round(folder: str, pack: str, cores: int, samples: int, batches: int) -> Dict[str, float]:
+def crop_bound_round(folder: str, pack: str, cores: int, samples: int, batches: int) -> dict[str, float]:
     """One round at one size: the bare crop path (each box drawn beforehand: decode at its DCT scale, cut, resize,
     flip, no loader, no draw) on one core x ``cores`` just before and just after `make_loader`'s training loader over
     the same pack, and the tutorial's own loader (``train_pipeline.torchvision_loader``) over the folder."""
@@ -238,11 +239,11 @@ def crop_bound_round(folder: str, pack: str, cores: int, samples: int, batches: 
             "tutorial_loader_images_per_s": tutorial}
 
 
-def crop_bounds(sets: Dict[str, Tuple[str, str]], cores: int, rounds: int, samples: int,
-                batches: int) -> Dict[str, Any]:
+def crop_bounds(sets: dict[str, tuple[str, str]], cores: int, rounds: int, samples: int,
+                batches: int) -> dict[str, Any]:
     """`crop_bound_round` ``rounds`` times for each set (label: (folder, pack)), printed with the goal's outcome and
     2.5x the tutorial's loader set beside the bound."""
-    found: Dict[str, Any] = {}
+    found: dict[str, Any] = {}
     for label, (folder, pack) in sets.items():
         per_round = [crop_bound_round(folder, pack, cores, samples, batches) for _ in range(rounds)]
         fractions = [r["fraction"] for r in per_round]
@@ -281,7 +282,7 @@ def main() -> None:
     ws = prepare(args.data, quick=quick, progress=False)
     cores = usable_cpus()
     info = machine_info()
-    results: Dict[str, Any] = {"machine": info, "images": ws.count}
+    results: dict[str, Any] = {"machine": info, "images": ws.count}
     if args.only != "versions":
         folder = os.path.join(data_root(), "photos-160x120")
         make_photos(folder, SMALL, progress=False)

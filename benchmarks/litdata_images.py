@@ -7,7 +7,8 @@ the LitData contender should pay for importing litdata.
 from __future__ import annotations
 
 import io
-from typing import Any, Callable, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from litdata import StreamingDataset
@@ -21,6 +22,6 @@ class LitDataImages(StreamingDataset):
         super().__init__(chunks, shuffle=True)
         self.train_transform = transform  # not .transform: StreamingDataset applies that one itself
 
-    def __getitem__(self, index: Any) -> Tuple[torch.Tensor, int]:
+    def __getitem__(self, index: Any) -> tuple[torch.Tensor, int]:
         sample = super().__getitem__(index)
         return self.train_transform(Image.open(io.BytesIO(sample["image"])).convert("RGB")), sample["label"]

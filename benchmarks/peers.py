@@ -20,7 +20,8 @@ import os
 import shutil
 import statistics
 import tarfile
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 from PIL import Image
 from torch.utils.data import DataLoader
@@ -40,7 +41,7 @@ TRANSFORM = transforms.Compose([transforms.Resize((OUTPUT_SIZE, OUTPUT_SIZE)), t
                                 transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
-def samples(folder: str) -> List[tuple]:
+def samples(folder: str) -> list[tuple]:
     """(path, label) of every image of an ImageFolder, in the kit's order."""
     from labkit.storage.image_folder import scan_image_folder
 
@@ -48,7 +49,7 @@ def samples(folder: str) -> List[tuple]:
     return [(index.abspath(i), int(index.labels[i])) for i in range(len(index))]
 
 
-def write_tar_shards(folder: str, out: str, shards_wanted: int) -> List[str]:
+def write_tar_shards(folder: str, out: str, shards_wanted: int) -> list[str]:
     """WebDataset tar shards: ``shards_wanted`` of them, so every worker gets some."""
     if os.path.isdir(out):
         shutil.rmtree(out)
@@ -78,7 +79,7 @@ def write_mds(folder: str, out: str) -> None:
             writer.write({"image": Image.open(file), "label": label})
 
 
-def webdataset_loader(shards: List[str], batch: int, workers: int, transform: Callable = TRANSFORM) -> DataLoader:
+def webdataset_loader(shards: list[str], batch: int, workers: int, transform: Callable = TRANSFORM) -> DataLoader:
     import webdataset as wds
 
     dataset = (wds.WebDataset(shards, shardshuffle=len(shards), nodesplitter=wds.split_by_node)
@@ -123,7 +124,7 @@ def timed_run(make: Callable[[], Any], batches: int) -> float:
     return images / (watch.elapsed)
 
 
-def decode_ceiling(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, float]:
+def decode_ceiling(folder: str, count: int = 100, repeats: int = 3) -> dict[str, float]:
     """ms per image on one core of each side's per-image work over ``count`` files: the peers' (PIL decode, Resize,
     ToTensor, Normalize: `TRANSFORM`) and v5's (simplejpeg's DCT-scaled decode to the same size, then normalised). Their
     ratio is the most v5 can gain over a PIL peer from its decode, whatever the loader around it."""
@@ -165,14 +166,14 @@ def main() -> None:
         return make
 
     mds = _MDSImages.build(f"{ws.folder}-mds", batch)
-    contenders: Dict[str, Callable[[], Any]] = {
+    contenders: dict[str, Callable[[], Any]] = {
         "webdataset": lambda: webdataset_loader(shards, batch, workers),
         "mosaicml-streaming": lambda: DataLoader(mds, batch_size=batch, num_workers=workers),
         "torchdata-stateful": lambda: stateful_loader(ws.folder, batch, workers),
         "labkit v5": labkit("v5", "simplejpeg"),  # the fastest decoder every install has
         "labkit v6": labkit("v6", "none"),
     }
-    rates: Dict[str, List[float]] = {name: [] for name in contenders}
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(args.runs):
         for name, make in contenders.items():
             rates[name].append(timed_run(make, batches))

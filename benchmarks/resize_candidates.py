@@ -25,7 +25,8 @@ import argparse
 import os
 import statistics
 import sys
-from typing import Any, Callable, Dict, List
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,11 +37,11 @@ from labkit.bench.workspace import data_root, prepare
 from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import time_calls
-from labkit.decode.resize import chw_view, psnr, resize_uint8
 from labkit.decode.crop_box import reduction_for
 from labkit.decode.jpeg_orientation import rotates
 from labkit.decode.random_crop import RandomResizedCrop
-from labkit.decode.simplejpeg_decoder import decode_scaled, as_displayed, simplejpeg_header
+from labkit.decode.resize import chw_view, psnr, resize_uint8
+from labkit.decode.simplejpeg_decoder import as_displayed, decode_scaled, simplejpeg_header
 from labkit.measure.result_files import result_path, write_result
 from labkit.storage.pack_format import PackReader
 from labkit.workers.thread_budget import torch_threads
@@ -56,7 +57,7 @@ LABKIT = "torch antialiased"
 Region = np.ndarray  # H×W×3 uint8, C-contiguous
 
 
-def regions(pack: str, count: int) -> List[Region]:
+def regions(pack: str, count: int) -> list[Region]:
     """The first ``count`` images' crop regions, decoded and cut as labkit's crop path does."""
     crop, reader = RandomResizedCrop(OUT, seed=0), PackReader(pack)
     found = []
@@ -74,7 +75,7 @@ def regions(pack: str, count: int) -> List[Region]:
     return found
 
 
-def candidates() -> Dict[str, Callable[[Region], np.ndarray]]:
+def candidates() -> dict[str, Callable[[Region], np.ndarray]]:
     """Each candidate: an H×W×3 region → the 224×224×3 uint8 resize."""
     hw = (OUT, OUT)
 
@@ -102,7 +103,7 @@ def pillow(region: Region) -> np.ndarray:
     return np.asarray(Image.fromarray(region).resize((OUT, OUT), Image.BILINEAR))
 
 
-def measure_set(found: List[Region], repeats: int) -> Dict[str, Any]:
+def measure_set(found: list[Region], repeats: int) -> dict[str, Any]:
     """ms per region and PSNR against Pillow (median, lowest) for every candidate, on one core."""
     references = [torch.from_numpy(pillow(region).copy()) for region in found]
     upscales = sum(region.shape[0] < OUT or region.shape[1] < OUT for region in found) / len(found)
@@ -135,7 +136,7 @@ def main() -> None:
     print(f"Machine: {describe_machine(info)}")
     print(f"each region resized to {OUT}x{OUT} on one core; fidelity: PSNR against Pillow's antialiased resize; "
           f"chosen: the fastest at >= {FIDELITY_DB:.0f} dB (median)")
-    results: Dict[str, Any] = {"machine": info, "output": OUT, "fidelity_db": FIDELITY_DB, "sets": {}}
+    results: dict[str, Any] = {"machine": info, "output": OUT, "fidelity_db": FIDELITY_DB, "sets": {}}
     for label, pack in ((f"{ws.count} photos of 800x600", ws.pack), (f"{small.count} photos of 160x120", small.pack)):
         measured = results["sets"][label] = measure_set(regions(pack, 32 if quick else args.images), args.repeats)
         print(f"{label}: {measured['regions']} crop regions, {measured['upscale_share']:.0%} of them upscaled")

@@ -35,18 +35,19 @@ import os
 import shutil
 import statistics
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from labkit.bench.ablation import measure_version
 from labkit.bench.ablation_versions import VERSIONS, AblationSettings
+from labkit.bench.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.bench.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
 from labkit.core.environment import usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch
-from labkit.bench.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode.pil_decoders import check_decodable
@@ -68,7 +69,7 @@ STEPS = ("packing", "opening", "stores", "workers_memory", "cold_storage")
 PEERS = {"webdataset": "webdataset", "mosaicml-streaming": "streaming", "lmdb": "lmdb", "h5py": "h5py"}
 
 
-def available_peers() -> Dict[str, str]:
+def available_peers() -> dict[str, str]:
     """Each peer package: "ok", or why it cannot run here."""
     found = {}
     for name, module in PEERS.items():
@@ -95,14 +96,14 @@ def small_folder(n: int) -> str:
     return folder
 
 
-def _files(folder: str) -> Tuple[List[str], np.ndarray]:
+def _files(folder: str) -> tuple[list[str], np.ndarray]:
     index = scan_image_folder(folder)
     return [index.abspath(i) for i in range(len(index))], index.labels
 
 
 # -- packing ----------------------------------------------------------------------------------------------
 
-def _wds_share(job: Tuple[str, int, List[str], List[int]]) -> None:
+def _wds_share(job: tuple[str, int, list[str], list[int]]) -> None:
     import webdataset as wds
 
     out, part, paths, labels = job
@@ -112,7 +113,7 @@ def _wds_share(job: Tuple[str, int, List[str], List[int]]) -> None:
                 sink.write({"__key__": f"{part}-{k:08d}", "jpg": f.read(), "cls": label})
 
 
-def _mds_share(job: Tuple[str, int, List[str], List[int]]) -> None:
+def _mds_share(job: tuple[str, int, list[str], list[int]]) -> None:
     from streaming import MDSWriter
 
     out, part, paths, labels = job
@@ -131,7 +132,7 @@ def _write_in_parallel(share: Callable, folder: str, out: str, workers: int) -> 
         pool.map(share, jobs)
 
 
-def per_file_costs(folder: str, files: int = 2_000) -> Dict[str, float]:
+def per_file_costs(folder: str, files: int = 2_000) -> dict[str, float]:
     """Median microseconds, on one core, to read a file and to check it as `labkit pack` does: what
     bounds the checked pack, whatever the writer around it does."""
     paths = [os.fsencode(p) for p in _files(folder)[0][:files]]
@@ -147,10 +148,10 @@ def per_file_costs(folder: str, files: int = 2_000) -> Dict[str, float]:
     return costs
 
 
-def packing(sizes: Sequence[int], workers: int, peers: Dict[str, str], scratch: str) -> Dict[str, Any]:
+def packing(sizes: Sequence[int], workers: int, peers: dict[str, str], scratch: str) -> dict[str, Any]:
     """Seconds, files/s and MB/s of each writer at each N (source bytes: the JPEG files, read once just
     before each writer so that every writer finds them in the page cache)."""
-    writers: Dict[str, Callable[[str, str], None]] = {
+    writers: dict[str, Callable[[str, str], None]] = {
         "labkit pack": lambda folder, out: pack_folder(folder, out, workers=workers, progress=False),
         # what the peers do: copy the bytes, decode nothing (`labkit pack` test-decodes every file by default)
         "labkit pack --no-check": lambda folder, out: pack_folder(folder, out, check=False, workers=workers,
@@ -162,7 +163,7 @@ def packing(sizes: Sequence[int], workers: int, peers: Dict[str, str], scratch: 
         writers["webdataset ShardWriter"] = lambda folder, out: _write_in_parallel(_wds_share, folder, out, workers)
     if peers["mosaicml-streaming"] == "ok":
         writers["mosaicml MDSWriter"] = lambda folder, out: _write_in_parallel(_mds_share, folder, out, workers)
-    result: Dict[str, Any] = {"sizes": list(sizes), "source_mb": [], "writers": {w: {"s": [], "out_mb": []}
+    result: dict[str, Any] = {"sizes": list(sizes), "source_mb": [], "writers": {w: {"s": [], "out_mb": []}
                                                                                    for w in writers}}
     for n in sizes:
         folder = small_folder(n)
@@ -188,7 +189,7 @@ def packing(sizes: Sequence[int], workers: int, peers: Dict[str, str], scratch: 
                 os.remove(target)
             else:
                 shutil.rmtree(target)
-    for name, w in result["writers"].items():
+    for w in result["writers"].values():
         w["files_per_s"] = [n / s for n, s in zip(sizes, w["s"])]
         w["mb_per_s"] = [mb / s for mb, s in zip(result["source_mb"], w["s"])]
         w["slope_time_vs_n"] = log_slope(sizes, w["s"])
@@ -204,7 +205,7 @@ def packing(sizes: Sequence[int], workers: int, peers: Dict[str, str], scratch: 
 
 # -- other stores -----------------------------------------------------------------------------------------
 
-def _write_lmdb(paths: List[str], out: str) -> str:
+def _write_lmdb(paths: list[str], out: str) -> str:
     import lmdb
 
     total = sum(os.path.getsize(p) for p in paths)
@@ -217,7 +218,7 @@ def _write_lmdb(paths: List[str], out: str) -> str:
     return out
 
 
-def _write_h5(paths: List[str], out: str) -> str:
+def _write_h5(paths: list[str], out: str) -> str:
     import h5py
 
     with h5py.File(out, "w") as f:
@@ -227,28 +228,28 @@ def _write_h5(paths: List[str], out: str) -> str:
     return out
 
 
-Opener = Callable[[], Tuple[Callable[[int], int], Callable[[], None]]]
+Opener = Callable[[], tuple[Callable[[int], int], Callable[[], None]]]
 
 
-def _stores(paths: List[str], pack: str, lmdb_dir: Optional[str], h5: Optional[str]) -> Dict[str, Tuple[
-        Opener, List[str]]]:
+def _stores(paths: list[str], pack: str, lmdb_dir: str | None, h5: str | None) -> dict[str, tuple[
+        Opener, list[str]]]:
     """For each store: how to open it (giving a function that reads sample i's bytes and returns their
     length, and one that closes it) and the files it reads. Opened anew for every pass: a store read
     through mmap (the pack, LMDB) keeps the pages it mapped cached, so a cold pass needs a fresh mapping."""
 
-    def folder() -> Tuple[Callable[[int], int], Callable[[], None]]:
+    def folder() -> tuple[Callable[[int], int], Callable[[], None]]:
         def read(i: int) -> int:
             with open(paths[i], "rb") as f:
                 return len(f.read())
         return read, lambda: None
 
-    def packed() -> Tuple[Callable[[int], int], Callable[[], None]]:
+    def packed() -> tuple[Callable[[int], int], Callable[[], None]]:
         reader = PackReader(pack, check_crc=False)
         return (lambda i: len(reader.read(i))), lambda: None
 
     stores = {"folder": (folder, paths), "labkit pack": (packed, [pack])}
     if lmdb_dir:
-        def lmdb_store() -> Tuple[Callable[[int], int], Callable[[], None]]:
+        def lmdb_store() -> tuple[Callable[[int], int], Callable[[], None]]:
             import lmdb
 
             env = lmdb.open(lmdb_dir, readonly=True, lock=False, readahead=False)
@@ -256,7 +257,7 @@ def _stores(paths: List[str], pack: str, lmdb_dir: Optional[str], h5: Optional[s
             return (lambda i: len(txn.get(b"%09d" % i))), lambda: (txn.abort(), env.close())
         stores["lmdb"] = (lmdb_store, [os.path.join(lmdb_dir, "data.mdb")])
     if h5:
-        def h5_store() -> Tuple[Callable[[int], int], Callable[[], None]]:
+        def h5_store() -> tuple[Callable[[int], int], Callable[[], None]]:
             import h5py
 
             f = h5py.File(h5, "r")
@@ -266,7 +267,7 @@ def _stores(paths: List[str], pack: str, lmdb_dir: Optional[str], h5: Optional[s
     return stores
 
 
-def stores(n: int, peers: Dict[str, str], scratch: str, max_reads: int, system_drop: bool) -> Dict[str, Any]:
+def stores(n: int, peers: dict[str, str], scratch: str, max_reads: int, system_drop: bool) -> dict[str, Any]:
     """Raw reads per second of the same files from each store: random and block-shuffled order, warm and cold."""
     folder = small_folder(n)
     paths, _ = _files(folder)
@@ -276,8 +277,8 @@ def stores(n: int, peers: Dict[str, str], scratch: str, max_reads: int, system_d
     h5 = _write_h5(paths, os.path.join(scratch, "stores.h5")) if peers["h5py"] == "ok" else None
     orders = {"random": np.random.default_rng(0).permutation(n)[:max_reads].tolist(),
               "block-shuffled": BlockShuffleSampler.for_batches(n, BATCH).order(0)[:max_reads]}
-    rates: Dict[str, Dict[str, float]] = {}
-    resident: Dict[str, Dict[str, Optional[float]]] = {}  # share of the store's bytes still cached after emptying
+    rates: dict[str, dict[str, float]] = {}
+    resident: dict[str, dict[str, float | None]] = {}  # share of the store's bytes still cached after emptying
     how = ""
     for name, (open_store, files) in _stores(paths, pack, lmdb_dir, h5).items():
         for temperature in ("warm", "cold"):
@@ -310,7 +311,7 @@ def _open_in_child(build: Callable[[], Any], pipe: Any) -> None:
     pipe.send((seconds, (rss_bytes() - rss0) if rss0 is not None else float("nan"), len(dataset)))
 
 
-def _open_once(build: Callable[[], Any]) -> Tuple[float, float, int]:
+def _open_once(build: Callable[[], Any]) -> tuple[float, float, int]:
     """Build a dataset in a fresh forked process: seconds and RSS added (nothing left from a previous build)."""
     ctx = mp.get_context("fork")
     here, there = ctx.Pipe()
@@ -321,9 +322,9 @@ def _open_once(build: Callable[[], Any]) -> Tuple[float, float, int]:
     return answer
 
 
-def opening(sizes: Sequence[int], repeats: int) -> Dict[str, Any]:
+def opening(sizes: Sequence[int], repeats: int) -> dict[str, Any]:
     """Time and main-process RSS to open each kind of dataset at each N (median of ``repeats``)."""
-    result: Dict[str, Any] = {"sizes": list(sizes), "datasets": {}}
+    result: dict[str, Any] = {"sizes": list(sizes), "datasets": {}}
     for n in sizes:
         folder = small_folder(n)
         pack, decoded = f"{folder}.pack", f"{folder}-decoded.pack"
@@ -331,9 +332,9 @@ def opening(sizes: Sequence[int], repeats: int) -> Dict[str, Any]:
             pack_folder(folder, pack, progress=False)
         if not os.path.exists(decoded):
             pack_folder(folder, decoded, decoded_size=SMALL, progress=False)
-        kinds = {"ImageFolderDataset": lambda: ImageFolderDataset(folder, "pil", SMALL),
-                 "PackedDataset": lambda: PackedDataset(pack, "pil", SMALL),
-                 "DecodedArrayDataset": lambda: DecodedArrayDataset(decoded)}
+        kinds = {"ImageFolderDataset": lambda folder=folder: ImageFolderDataset(folder, "pil", SMALL),
+                 "PackedDataset": lambda pack=pack: PackedDataset(pack, "pil", SMALL),
+                 "DecodedArrayDataset": lambda decoded=decoded: DecodedArrayDataset(decoded)}
         for name, build in kinds.items():
             runs = [_open_once(build) for _ in range(repeats)]
             entry = result["datasets"].setdefault(name, {"s": [], "rss_mb": []})
@@ -350,7 +351,7 @@ def opening(sizes: Sequence[int], repeats: int) -> Dict[str, Any]:
 
 # -- workers' memory --------------------------------------------------------------------------------------
 
-def workers_memory(n: int) -> Dict[str, Any]:
+def workers_memory(n: int) -> dict[str, Any]:
     """Each worker's RSS (and private memory) over one epoch with 2 workers, per storage of the same index."""
     folder = small_folder(n)
     index = scan_image_folder(folder)
@@ -400,7 +401,7 @@ def sequential_read_mb_s(path: str, system_drop: bool, limit: int = 2 << 30) -> 
     return done / 1e6 / (watch.elapsed)
 
 
-def batch_orders_cold(decoded_pack: str, system_drop: bool, max_batches: int) -> Dict[str, float]:
+def batch_orders_cold(decoded_pack: str, system_drop: bool, max_batches: int) -> dict[str, float]:
     """images/s of batched reads from the cold decoded pack: random batches against block-shuffled ones."""
     n = len(PackReader(decoded_pack, check_crc=False))
     orders = {"random batches": np.random.default_rng(0).permutation(n).tolist(),
@@ -419,11 +420,11 @@ def batch_orders_cold(decoded_pack: str, system_drop: bool, max_batches: int) ->
     return rates
 
 
-def cold_storage(quick: bool, system_drop: bool) -> Dict[str, Any]:
+def cold_storage(quick: bool, system_drop: bool) -> dict[str, Any]:
     """The ablation's v2, v3, v6 warm and cold on photo-sized images; disk rate; v6 cold as a share of it."""
     ws = _seed_workspace(quick)
     versions = {v.id: v for v in VERSIONS}
-    out: Dict[str, Any] = {"images": ws.count, "folder": os.path.relpath(ws.folder, data_root()), "versions": {}}
+    out: dict[str, Any] = {"images": ws.count, "folder": os.path.relpath(ws.folder, data_root()), "versions": {}}
     index = scan_image_folder(ws.folder)
     data = {"v2": [os.fsencode(index.abspath(i)) for i in range(len(index))], "v3": [os.fsencode(ws.pack)],
             "v6": [os.fsencode(ws.decoded_pack)]}
@@ -449,7 +450,7 @@ def cold_storage(quick: bool, system_drop: bool) -> Dict[str, Any]:
     return out
 
 
-def cold_storage_record(result: Dict[str, Any], note: str) -> Dict[str, Any]:
+def cold_storage_record(result: dict[str, Any], note: str) -> dict[str, Any]:
     """One cold-storage run in a line of the history (``cold_storage_runs``): the cold verdicts move between runs
     on a shared machine, so every run is kept beside the one the report quotes."""
     versions = result["versions"]
@@ -463,7 +464,7 @@ def cold_storage_record(result: Dict[str, Any], note: str) -> Dict[str, Any]:
 
 # -- report -----------------------------------------------------------------------------------------------
 
-def plot(report: Dict[str, Any], path: str, title: str) -> None:
+def plot(report: dict[str, Any], path: str, title: str) -> None:
     """Log-log panels of each cost against N (slope in the legend), and bars for the one-N measurements."""
     import matplotlib
 
@@ -511,16 +512,16 @@ def plot(report: Dict[str, Any], path: str, title: str) -> None:
     plt.close(fig)
 
 
-def _share(value: Optional[float]) -> str:
+def _share(value: float | None) -> str:
     """A page-cache share read by `resident_share`: ``None`` (or -1 in results saved before) is not known."""
     return "not known" if value is None or value < 0 else f"{value:.1%}"
 
 
-def _pct(value: Optional[float]) -> str:
+def _pct(value: float | None) -> str:
     return "n/a" if value is None else f"{value:+.1f} %"
 
 
-def summary(report: Dict[str, Any]) -> List[str]:
+def summary(report: dict[str, Any]) -> list[str]:
     """The lines a reader needs: each goal, what was measured against it."""
     lines = []
     pk = report["packing"]
@@ -539,7 +540,7 @@ def summary(report: Dict[str, Any]) -> List[str]:
                      "workers")
     for name, e in report["opening"]["datasets"].items():
         lines.append(f"open  {name:<20} ms per 1,000: " + ", ".join(f"{x:.2f}" for x in e["ms_per_1000"])
-                     + f"; RSS MB per 1,000: " + ", ".join(f"{x:.3f}" for x in e["rss_mb_per_1000"])
+                     + "; RSS MB per 1,000: " + ", ".join(f"{x:.3f}" for x in e["rss_mb_per_1000"])
                      + f"; slopes time {e['slope_time']:.2f}, RSS {e['slope_rss']:.2f} (goal <= 1.05)")
     st = report["stores"]
     for store, rates in st["images_per_s"].items():
@@ -594,7 +595,7 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown steps {sorted(unknown)}; the steps are {', '.join(STEPS)}")
     watch = Stopwatch()
-    report: Dict[str, Any] = {"machine": info, "quick": quick, "sizes": list(sizes), "image": SMALL,
+    report: dict[str, Any] = {"machine": info, "quick": quick, "sizes": list(sizes), "image": SMALL,
                               "workers": workers, "peers": peers, "load_before": os.getloadavg()}
     if args.only:  # the other steps' results as they were measured before
         if not os.path.exists(out):
@@ -605,7 +606,7 @@ def main() -> None:
         report = {**before, "first_run_load": first_load,
                   **{k: report[k] for k in ("machine", "peers", "load_before")}}
         report.setdefault("remeasured", {}).update({step: time.strftime("%Y-%m-%d") for step in only})
-    steps: List[Tuple[str, Callable[[], Any]]] = [  # in the order of STEPS
+    steps: list[tuple[str, Callable[[], Any]]] = [  # in the order of STEPS
         ("packing", lambda: packing(sizes, workers, peers, scratch)),
         ("opening", lambda: opening(sizes, repeats=3)),
         ("stores", lambda: stores(sizes[1], peers, scratch, 2_000 if quick else 20_000, system_drop)),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 from statistics import median
-from typing import Dict, List, Optional
 
 import torch
 
@@ -37,7 +36,7 @@ from labkit.workers.loader_factory import make_loader
 SIZE = 128
 
 
-def one_setting(pack: str, persistent: bool, epochs: int, batch: int, method: Optional[str]) -> Dict[str, float]:
+def one_setting(pack: str, persistent: bool, epochs: int, batch: int, method: str | None) -> dict[str, float]:
     """Median training-pass and validation-pass seconds, and the tree's memory in the middle of a training pass."""
     options = {"multiprocessing_context": method} if method else {}
     train = make_loader(PackedDataset(pack, crop=RandomResizedCrop(SIZE, seed=0)), batch_size=batch, seed=0,
@@ -45,9 +44,9 @@ def one_setting(pack: str, persistent: bool, epochs: int, batch: int, method: Op
     val_set = torch.utils.data.Subset(PackedDataset(pack, crop=CenterCrop(SIZE, resize=SIZE)),
                                       range(0, len(PackedDataset(pack)), 4))
     val = make_loader(val_set, batch_size=batch, shuffle=False, persistent_workers=persistent, **options)
-    train_s: List[float] = []
-    val_s: List[float] = []
-    memory: List[int] = []
+    train_s: list[float] = []
+    val_s: list[float] = []
+    memory: list[int] = []
     for epoch in range(epochs + 1):  # the first epoch starts every loader's workers: left out
         clock = Stopwatch()
         for step, _ in enumerate(train):
@@ -77,7 +76,7 @@ def main() -> None:
     ws = prepare(args.data, quick=quick, progress=False)
     batch = 32
     settings = {"persistent": True, "started anew": False}
-    runs: Dict[str, List[Dict[str, float]]] = {name: [] for name in settings}
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in settings}
     for round_ in range(args.rounds):
         for name, persistent in settings.items():
             run = one_setting(ws.pack, persistent, args.epochs, batch, args.start_method)

@@ -21,8 +21,7 @@ import os
 
 from labkit.bench.workspace import OUTPUT_SIZE, prepare
 from labkit.core.environment import quick_mode
-from labkit.core.machine import os_name
-from labkit.core.machine import describe_machine, machine_info
+from labkit.core.machine import describe_machine, machine_info, os_name
 from labkit.core.user_paths import check_output_file
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.diagnose.soak import SoakReport, run_soak
@@ -30,7 +29,6 @@ from labkit.measure.page_cache import resident_fraction
 from labkit.measure.process_memory import MEASURES
 from labkit.measure.result_files import result_path, write_result
 from labkit.samplers.block_shuffle import BlockShuffleSampler
-
 
 PANELS = (("rss", "RSS (what top shows)"), ("file_backed", "file-backed: the pack's pages, libraries"),
           ("unique_anonymous", "unique anonymous: the verdict's"))

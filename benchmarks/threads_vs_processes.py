@@ -18,8 +18,9 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from statistics import median
-from typing import Any, Dict, Iterator, List
+from typing import Any
 
 from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.bench.workspace import data_root, prepare
@@ -34,9 +35,9 @@ LOADERS = ("threads", "processes")
 def one_run(pack: str, loader: str, batches: int) -> float:
     """Images per second of one fresh loader (in this process)."""
     from labkit.core.timing import Stopwatch
-    from labkit.measure.loader_timing import prefetched_batches
     from labkit.datasets.pack_datasets import PackedDataset
     from labkit.decode.random_crop import RandomResizedCrop
+    from labkit.measure.loader_timing import prefetched_batches
     from labkit.workers.loader_factory import make_loader
     from labkit.workers.thread_loader import ThreadLoader
 
@@ -81,7 +82,7 @@ def main() -> None:
         if not os.path.exists(small):
             make_photos(small, PhotoSpec(n=256 if quick else 2000, width=160, height=120), progress=False)
         sets["160x120"] = prepare(small, quick=quick, progress=False).pack
-    rates: Dict[str, Dict[str, List[float]]] = {name: {loader: [] for loader in LOADERS} for name in sets}
+    rates: dict[str, dict[str, list[float]]] = {name: {loader: [] for loader in LOADERS} for name in sets}
     for run in range(args.runs):
         for name, pack in sets.items():
             for loader in LOADERS:

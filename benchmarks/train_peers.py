@@ -24,10 +24,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
-from typing import Any, Callable, Iterator, List, Tuple
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import torch
-
 from peers import samples
 
 
@@ -40,7 +40,7 @@ class _FolderImages:
     def __len__(self) -> int:
         return len(self.samples)
 
-    def __getitem__(self, i: int) -> Tuple[Any, int]:
+    def __getitem__(self, i: int) -> tuple[Any, int]:
         from PIL import Image
 
         path, label = self.samples[i]
@@ -71,7 +71,7 @@ def ffcv_loader(beton: str, batch: int, workers: int, size: int) -> Any:
                       "label": [IntDecoder(), ToTensor(), Squeeze()]})
 
 
-def dali_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+def dali_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """DALI's CPU-only training pipeline as (uint8 N×3×H×W, labels) batches: one epoch, then it stops."""
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
@@ -92,7 +92,7 @@ def dali_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[Tu
         yield batch_dict[0]["image"], batch_dict[0]["label"].squeeze(-1)
 
 
-def spdl_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+def spdl_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """SPDL's thread pipeline as (uint8 N×3×H×W, labels) batches: one epoch, then it stops."""
     import random
 
@@ -103,7 +103,7 @@ def spdl_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[Tu
     items = samples(folder)
     random.shuffle(items)
 
-    def load(item: Tuple[str, int]) -> Tuple[Any, int]:
+    def load(item: tuple[str, int]) -> tuple[Any, int]:
         path, label = item
         packets = spdl.io.demux_image(path)
         shape = torch.empty(()).expand(3, packets.height, packets.width)  # the size get_params reads, no pixels
@@ -112,7 +112,7 @@ def spdl_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[Tu
         graph = f"crop={width}:{height}:{left}:{top},scale={size}:{size}:flags=bilinear{flip},format=pix_fmts=rgb24"
         return spdl.io.decode_packets(packets, filter_desc=graph), label
 
-    def collate(loaded: List[Tuple[Any, int]]) -> Tuple[torch.Tensor, torch.Tensor]:
+    def collate(loaded: list[tuple[Any, int]]) -> tuple[torch.Tensor, torch.Tensor]:
         images = spdl.io.to_torch(spdl.io.convert_frames([frames for frames, _ in loaded]))
         return images.permute(0, 3, 1, 2), torch.tensor([label for _, label in loaded])
 
@@ -122,7 +122,7 @@ def spdl_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[Tu
         yield from pipeline.get_iterator(timeout=600)
 
 
-def _file_bytes(sample: Tuple[str, int]) -> dict:
+def _file_bytes(sample: tuple[str, int]) -> dict:
     path, label = sample
     with open(path, "rb") as f:
         return {"image": f.read(), "label": label}

@@ -40,7 +40,8 @@ import os
 import statistics
 import subprocess
 import sys
-from typing import Any, Callable, Dict, List, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -117,7 +118,7 @@ def decode_jpeg_loader(folder: str, workers: int) -> DataLoader:
     return DataLoader(DecodeJpegFolder(folder), batch_size=BATCH, shuffle=True, num_workers=workers)
 
 
-def write_peer_stores(folder: str, workers: int) -> Dict[str, Any]:
+def write_peer_stores(folder: str, workers: int) -> dict[str, Any]:
     """Each importable peer's own store of ``folder``, written once, where the kit keeps what it derives from a
     folder (never beside a user's photos): {peer: its path(s)}. MDS stores the images re-encoded by PIL, as its
     ``jpeg`` column does, FFCV by OpenCV; DALI and SPDL read the folder itself."""
@@ -126,7 +127,7 @@ def write_peer_stores(folder: str, workers: int) -> Dict[str, Any]:
     place = derived_folder(folder, None)
     name = os.path.basename(os.path.abspath(folder))
     status = peer_status()
-    stores: Dict[str, Any] = {}
+    stores: dict[str, Any] = {}
     if status["ffcv"] == "imports":
         stores["ffcv"] = train_peers.write_beton(folder, os.path.join(place, f"{name}.beton"), workers)
     if status["nvidia-dali"] == "imports":
@@ -160,7 +161,7 @@ def peer_loader(name: str, store: Any, workers: int) -> Any:
     return DataLoader(_MDSImages.build(store, BATCH, training_transform()), batch_size=BATCH, num_workers=workers)
 
 
-def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> Dict[str, float]:
+def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> dict[str, float]:
     """Milliseconds per image on one core, the median of ``repeats`` passes over ``count`` files: full decodes (Pillow,
     ``decode_jpeg``, simplejpeg), a 1/8-scale decode (the least a DCT-scaled decode can cost: its entropy
     decoding is never skipped), the two torchvision pipelines, and labkit's crop-in-decode with each decoder
@@ -253,9 +254,9 @@ def device_cropped(loader: DataLoader) -> Any:
         yield augment(images, start=step * BATCH, epoch=0), labels
 
 
-def peer_status() -> Dict[str, str]:
+def peer_status() -> dict[str, str]:
     """Whether each peer imports here, or the exact error that keeps it out."""
-    found: Dict[str, Any] = {}
+    found: dict[str, Any] = {}
     for name, module in zip(PEERS, ("ffcv", "nvidia.dali", "spdl.io", "litdata", "webdataset", "streaming")):
         try:
             __import__(module)
@@ -267,10 +268,10 @@ def peer_status() -> Dict[str, str]:
 
 
 def contenders(folder: str, pack: str, decoded: str, workers: int,
-               stores: Dict[str, Any]) -> Dict[str, Callable[[], Any]]:
+               stores: dict[str, Any]) -> dict[str, Callable[[], Any]]:
     """Every contender's loader factory, by name."""
     crop, fastest = RandomResizedCrop(OUT), ENGINE
-    found: Dict[str, Callable[[], Any]] = {
+    found: dict[str, Callable[[], Any]] = {
         "torchvision": lambda: torchvision_loader(folder, workers),
         "torchvision decode_jpeg": lambda: decode_jpeg_loader(folder, workers),
         "labkit folder": lambda: labkit_loader(ImageFolderDataset(folder, fastest, crop=crop), workers),
@@ -294,7 +295,7 @@ def contenders(folder: str, pack: str, decoded: str, workers: int,
 
 
 def isolated_run(name: str, folder: str, pack: str, decoded: str, workers: int, batches: int,
-                 stores: Dict[str, Any]) -> float:
+                 stores: dict[str, Any]) -> float:
     """images/s of one run of contender ``name`` in a fresh process: threads a peer leaves behind (FFCV's and
     DALI's pipelines run in threads of the process that made them) cannot slow the contenders after it."""
     job = {"name": name, "folder": folder, "pack": pack, "decoded": decoded, "workers": workers, "batches": batches,
@@ -307,17 +308,17 @@ def isolated_run(name: str, folder: str, pack: str, decoded: str, workers: int, 
     return float(json.loads(lines[-1])["images_per_s"])
 
 
-def run_one(job: Dict[str, Any]) -> None:
+def run_one(job: dict[str, Any]) -> None:
     """The child's side of `isolated_run`: one timed run, its rate printed as the last line of JSON."""
     make = contenders(job["folder"], job["pack"], job["decoded"], job["workers"], job["stores"])[job["name"]]
     print(json.dumps({"images_per_s": timed_run(make, job["batches"])}), flush=True)
 
 
 def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs: int,
-            batches: int) -> Dict[str, Any]:
+            batches: int) -> dict[str, Any]:
     stores = write_peer_stores(folder, workers)
     names = list(contenders(folder, pack, decoded, workers, stores))
-    rates: Dict[str, List[float]] = {name: [] for name in names}
+    rates: dict[str, list[float]] = {name: [] for name in names}
     from tqdm.auto import tqdm
 
     with tqdm(total=runs * len(names), desc=label, unit="run", file=sys.stderr) as bar:
@@ -348,7 +349,7 @@ def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs
             "verdicts": [str(v) for v in verdicts]}
 
 
-def plot(results: Dict[str, Any], path: str) -> None:
+def plot(results: dict[str, Any], path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -366,7 +367,7 @@ def plot(results: Dict[str, Any], path: str) -> None:
     fig.savefig(path, dpi=110)
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
     parser.add_argument("--quick", action="store_true", help="fewer runs and batches (under 3 minutes)")
@@ -399,7 +400,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         small = prepare(folder, quick=True, progress=False, recheck=False)
         sets[f"{small.count} photos of 160x120"] = (small.folder, small.pack, small.decoded_pack)
     info = machine_info()
-    results: Dict[str, Any] = {"machine": info, "workers": workers, "batch": BATCH, "output": OUT, "runs": runs,
+    results: dict[str, Any] = {"machine": info, "workers": workers, "batch": BATCH, "output": OUT, "runs": runs,
                                "batches": batches, "sets": {}, "peers": peer_status()}
     print(f"Machine: {describe_machine(info)}")
     print(f"RandomResizedCrop({OUT}) + flip, batch {BATCH}, {workers} workers, median of {runs} alternating runs "

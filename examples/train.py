@@ -19,19 +19,29 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from labkit import (CenterCrop, DevicePrefetcher, DistributedBlockSampler, ImageFolderDataset, LabkitError,
-                    PackedDataset, RandomPermutationSampler, RandomResizedCrop, load_checkpoint, make_loader,
-                    save_checkpoint)
+from labkit import (
+    CenterCrop,
+    DevicePrefetcher,
+    DistributedBlockSampler,
+    ImageFolderDataset,
+    LabkitError,
+    PackedDataset,
+    RandomPermutationSampler,
+    RandomResizedCrop,
+    load_checkpoint,
+    make_loader,
+    save_checkpoint,
+)
 from labkit.distributed import close_process_group, init_from_env
 
 
-def open_images(path: str, crop: Any, decoder: Optional[str]) -> Any:
+def open_images(path: str, crop: Any, decoder: str | None) -> Any:
     """A pack file or an ImageFolder, decoded to ``crop``'s boxes."""
     kind = PackedDataset if os.path.isfile(path) else ImageFolderDataset
     return kind(path, decoder=decoder, crop=crop)
@@ -52,7 +62,7 @@ def build_model(name: str, classes: int) -> nn.Module:
     return getattr(torchvision.models, name)(num_classes=classes)
 
 
-def precision(choice: str, device: torch.device) -> Tuple[Optional[torch.dtype], str]:
+def precision(choice: str, device: torch.device) -> tuple[torch.dtype | None, str]:
     """The autocast dtype for ``--amp`` on ``device``, and why."""
     if choice == "off":
         return None, "off (--amp off)"
@@ -66,7 +76,7 @@ def precision(choice: str, device: torch.device) -> Tuple[Optional[torch.dtype],
     return dtype, f"{choice} autocast" + (" with a gradient scaler" if dtype is torch.float16 else "")
 
 
-def evaluate(model: nn.Module, loader: Any, device: torch.device, dtype: Optional[torch.dtype]) -> Tuple[int, int]:
+def evaluate(model: nn.Module, loader: Any, device: torch.device, dtype: torch.dtype | None) -> tuple[int, int]:
     """(correct, seen) on this rank's share of the validation set, under inference_mode as torchvision's evaluate."""
     model.eval()
     correct = seen = 0
@@ -78,11 +88,11 @@ def evaluate(model: nn.Module, loader: Any, device: torch.device, dtype: Optiona
     return correct, seen
 
 
-def autocast(device: torch.device, dtype: Optional[torch.dtype]) -> Any:
+def autocast(device: torch.device, dtype: torch.dtype | None) -> Any:
     return torch.autocast(device.type, dtype=dtype) if dtype is not None else contextlib.nullcontext()
 
 
-def train(args: argparse.Namespace) -> Dict[str, Any]:
+def train(args: argparse.Namespace) -> dict[str, Any]:
     distributed = "WORLD_SIZE" in os.environ
     if distributed:
         info = init_from_env()
@@ -146,7 +156,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
                 checkpoint()
         if args.checkpoint and step % args.save_every:
             checkpoint()  # the end of an epoch: a resume starts the next one
-    result: Dict[str, Any] = {"step": step}
+    result: dict[str, Any] = {"step": step}
     if args.val:
         val_set = open_images(args.val, CenterCrop(args.size, resize=round(args.size * 256 / 224)), args.decoder)
         val_order = DistributedBlockSampler(val_set, num_replicas=world, rank=rank, drop_last=False) \
@@ -164,7 +174,7 @@ def train(args: argparse.Namespace) -> Dict[str, Any]:
     return result
 
 
-def parse(argv: Optional[list] = None) -> argparse.Namespace:
+def parse(argv: list | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", required=True, help="an ImageFolder or a labkit pack (only read)")
     parser.add_argument("--val", default=None, help="an ImageFolder or pack to validate on, with centre crops")

@@ -17,7 +17,7 @@ import inspect
 import os
 import re
 import sys
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -37,7 +37,7 @@ def _signature(obj: Any) -> str:
     return re.sub(r"<(?:function|class) ([\w.]+)(?: at 0x[0-9a-f]+)?>", r"\1", text)  # no addresses: stable text
 
 
-def _homes() -> Dict[str, str]:
+def _homes() -> dict[str, str]:
     """name -> the module labkit/__init__.py finds it in (read from its source: the face is lazy)."""
     tree = ast.parse(open(os.path.join(ROOT, "labkit", "__init__.py"), encoding="utf-8").read())
     call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
@@ -49,7 +49,7 @@ def _doc(obj: Any) -> str:
     return inspect.cleandoc(obj.__doc__) if obj.__doc__ else "(no docstring)"
 
 
-def _members(cls: type) -> List[str]:
+def _members(cls: type) -> list[str]:
     lines = []
     for name, member in vars(cls).items():
         if name.startswith("_") and name != "__call__":
@@ -70,7 +70,7 @@ def _members(cls: type) -> List[str]:
 
 
 def reference() -> str:
-    by_layer: Dict[str, List[Tuple[str, Any, str]]] = {layer: [] for layer in LAYERS}
+    by_layer: dict[str, list[tuple[str, Any, str]]] = {layer: [] for layer in LAYERS}
     homes = _homes()
     for name in labkit.__all__:
         obj = getattr(labkit, name)
@@ -99,7 +99,7 @@ def reference() -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def main(argv: List[str]) -> int:
+def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="only check that docs/api.md is current")
     args = parser.parse_args(argv)

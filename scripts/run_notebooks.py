@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 from datetime import datetime
-from typing import List, Optional, Tuple
 
 SITECUSTOMIZE = """\
 import multiprocessing
@@ -32,7 +31,7 @@ multiprocessing.set_start_method({method!r}, force=True)
 """
 
 
-def run(notebook: str, out_dir: str, env: dict, timeout_s: int) -> Optional[str]:
+def run(notebook: str, out_dir: str, env: dict, timeout_s: int) -> str | None:
     """Execute ``notebook`` into ``out_dir``; None if it ran through, else the tail of the error."""
     command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
                f"--ExecutePreprocessor.timeout={timeout_s}", "--output-dir", out_dir, notebook]
@@ -43,7 +42,7 @@ def run(notebook: str, out_dir: str, env: dict, timeout_s: int) -> Optional[str]
     return "\n    ".join(lines[-6:])
 
 
-def slowest_cells(executed: str, count: int) -> List[Tuple[float, int, str]]:
+def slowest_cells(executed: str, count: int) -> list[tuple[float, int, str]]:
     """(seconds, cell number, first line) of the ``count`` slowest code cells, from the timings nbclient records."""
     with open(executed, encoding="utf-8") as f:
         cells = json.load(f)["cells"]
@@ -58,7 +57,7 @@ def slowest_cells(executed: str, count: int) -> List[Tuple[float, int, str]]:
     return sorted(timed, reverse=True)[:count]
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="+")
     parser.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,

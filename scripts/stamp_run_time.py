@@ -15,12 +15,12 @@ import math
 import re
 import sys
 from datetime import datetime
-from typing import Any, Dict, Optional
+from typing import Any
 
 QUICK_TIME = re.compile(r"(\*\*Time:\*\* )(\d+)( s in quick mode)")
 
 
-def run_seconds(nb: Dict[str, Any]) -> Optional[int]:
+def run_seconds(nb: dict[str, Any]) -> int | None:
     """The stored run's seconds, first code cell's start to last one's end, rounded up; None without timings."""
     stamps = [cell.get("metadata", {}).get("execution", {}) for cell in nb["cells"] if cell["cell_type"] == "code"]
     starts = [s["iopub.execute_input"] for s in stamps if "iopub.execute_input" in s]
@@ -31,13 +31,13 @@ def run_seconds(nb: Dict[str, Any]) -> Optional[int]:
     return math.ceil((parse(ends[-1]) - parse(starts[0])).total_seconds())
 
 
-def header_seconds(nb: Dict[str, Any]) -> Optional[int]:
+def header_seconds(nb: dict[str, Any]) -> int | None:
     """The quick-mode seconds the title cell states, or None where it states none."""
     found = QUICK_TIME.search("".join(nb["cells"][0]["source"]))
     return int(found.group(2)) if found else None
 
 
-def stamp(path: str, write: bool = True) -> Optional[str]:
+def stamp(path: str, write: bool = True) -> str | None:
     """Set ``path``'s header to its stored run's seconds; what changed (``"45 -> 54 s"``), or None."""
     with open(path, encoding="utf-8") as f:
         nb = json.load(f)

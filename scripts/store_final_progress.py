@@ -12,10 +12,10 @@ from __future__ import annotations
 import html
 import json
 import sys
-from typing import Any, Dict, Optional
+from typing import Any
 
 
-def final_text(model_id: str, states: Dict[str, Any]) -> Optional[str]:
+def final_text(model_id: str, states: dict[str, Any]) -> str | None:
     """The bar of the HBox ``model_id`` as tqdm's widgets last showed it, or None if it is not a tqdm bar."""
     box = states.get(model_id, {}).get("state", {})
     children = [c.replace("IPY_MODEL_", "") for c in box.get("children", [])]

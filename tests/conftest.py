@@ -10,7 +10,6 @@ import shutil
 import tempfile
 import time
 from collections import Counter
-from typing import Dict, List
 
 import pytest
 import torch
@@ -144,11 +143,11 @@ def _others(name: str) -> bool:
         return False
 
 
-def _open_resources() -> Dict[str, List[str]]:
+def _open_resources() -> dict[str, list[str]]:
     """What this process holds that a fault could leak: file descriptors, mapped /dev/shm segments
     (named or already unlinked), /dev/shm names and labkit temporary files."""
     gc.collect()  # objects that only a reference cycle keeps alive are not leaks
-    found: Dict[str, List[str]] = {
+    found: dict[str, list[str]] = {
         "/dev/shm names": sorted(n for n in os.listdir(_SHM) if n.startswith(_SHM_PREFIXES) and not _others(n))
         if os.path.isdir(_SHM) else [],
         "labkit temporary files": sorted(n for n in os.listdir(tempfile.gettempdir())

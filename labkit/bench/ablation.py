@@ -14,19 +14,29 @@ so with the numbers.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
 
+from labkit.bench.ablation_loaders import build_loader, device_batches, fastest_decoder, model_step
+from labkit.bench.ablation_versions import (
+    SEED_BATCH,
+    SEED_MACHINE,
+    TRAIN_OUTPUT_SIZE,
+    TRAINING_VERSIONS,
+    VERSIONS,
+    AblationSettings,
+    AblationVersion,
+)
 from labkit.bench.workspace import Workspace, shown_path
 from labkit.collate.mixing import MixUp, mix_batch
 from labkit.core.atomic import save_figure
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
-from labkit.core.machine import os_name
-from labkit.core.machine import describe_machine, machine_info
+from labkit.core.machine import describe_machine, machine_info, os_name
 from labkit.core.plotting import pyplot
 from labkit.core.timing import Stopwatch, time_calls
 from labkit.core.wording import clipped
@@ -41,8 +51,6 @@ from labkit.measure.process_memory import PeakMemory, describe_tree_memory, tree
 from labkit.measure.result_files import write_result
 from labkit.measure.verdict import judge
 from labkit.workers.thread_budget import torch_threads
-from labkit.bench.ablation_versions import (SEED_BATCH, SEED_MACHINE, TRAIN_OUTPUT_SIZE, TRAINING_VERSIONS, VERSIONS, AblationSettings, AblationVersion)
-from labkit.bench.ablation_loaders import (build_loader, device_batches, fastest_decoder, model_step)
 
 
 @dataclass
@@ -51,25 +59,25 @@ class Result:
     name: str
     images_per_s: float
     step_s: float
-    runs_images_per_s: List[float]
+    runs_images_per_s: list[float]
     cpu_util: float
     peak_memory_mb: float  # main process + workers, shared pages once: PSS summed (`labkit.measure.process_memory.tree_memory_bytes`)
-    gpu_busy: Optional[float]
-    seed_step_s: Optional[float]
-    loader: Dict[str, Any] = field(default_factory=dict)
+    gpu_busy: float | None
+    seed_step_s: float | None
+    loader: dict[str, Any] = field(default_factory=dict)
     speedup_vs_v1: float = 1.0
-    cache: Dict[str, Any] = field(default_factory=dict)  # share of the data cached at the start; cold: how emptied
-    median_gap_s: Optional[float] = None  # the median wait between batches; step_s is seconds per batch
+    cache: dict[str, Any] = field(default_factory=dict)  # share of the data cached at the start; cold: how emptied
+    median_gap_s: float | None = None  # the median wait between batches; step_s is seconds per batch
 
 
 def measure_version(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,
-                    tuned: Optional[LoaderConfig] = None, step: Optional[Callable[[Any], None]] = None) -> Result:
+                    tuned: LoaderConfig | None = None, step: Callable[[Any], None] | None = None) -> Result:
     """Build, warm up and time one version: images/s and step time (medians), CPU use, peak memory (PSS of
     main + workers), GPU busy."""
     device = settings.resolved_device()
     files = _version_files(version, ws, tuned)
     if not settings.cold:  # a warm run too says how warm it was: a kernel short of memory may have dropped data
-        cache: Dict[str, Any] = {"resident_before": resident_share(files), "files": len(files)}
+        cache: dict[str, Any] = {"resident_before": resident_share(files), "files": len(files)}
     else:
         how = empty_page_cache([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
         cache = {"emptied_by": how, "resident_before": resident_share(files), "files": len(files),
@@ -106,7 +114,7 @@ def measure_version(version: AblationVersion, ws: Workspace, settings: AblationS
                   median_gap_s=result.median_gap_s)
 
 
-def _version_files(version: AblationVersion, ws: Workspace, tuned: Optional[LoaderConfig]) -> List[str]:
+def _version_files(version: AblationVersion, ws: Workspace, tuned: LoaderConfig | None) -> list[str]:
     """The files a version reads its samples from (a cold run reports how much of them is cached)."""
     if version.storage == FOLDER:
         return [os.path.join(ws.folder, p) for p in _folder_files(ws)]
@@ -123,7 +131,7 @@ def _cached_share(result: Result) -> str:
     return text + (f" (mapped by process {', '.join(map(str, mapped))}, which keeps it cached)" if mapped else "")
 
 
-def cold_note(results: List[Result]) -> str:
+def cold_note(results: list[Result]) -> str:
     """A cold run's line: how the page cache was emptied and what share of each version's data stayed cached."""
     hows = sorted({r.cache["emptied_by"] for r in results if "emptied_by" in r.cache})
     shares = ", ".join(_cached_share(r) for r in results if "resident_before" in r.cache)
@@ -131,14 +139,14 @@ def cold_note(results: List[Result]) -> str:
             f"share of the version's data still cached when it started: {shares}")
 
 
-def warm_note(results: List[Result]) -> str:
+def warm_note(results: list[Result]) -> str:
     """A warm run's line: what share of each version's data was in the page cache when it started."""
     shares = ", ".join(_cached_share(r) for r in results if "resident_before" in r.cache)
     return ("warm run: files stay in the page cache between versions (--cold drops them); share of the version's "
             f"data cached when it started: {shares or 'not measured'}")
 
 
-def _folder_files(ws: Workspace) -> List[str]:
+def _folder_files(ws: Workspace) -> list[str]:
     from labkit.storage.image_folder import scan_image_folder
 
     return list(scan_image_folder(ws.folder).relpaths)
@@ -165,7 +173,7 @@ def device_stage_ms(settings: AblationSettings, classes: int, fused: bool, repea
     return time_calls(step, repeats).median * 1000
 
 
-def _step_verdicts(results: List[Result], pairs: Sequence[Tuple[str, str]], seed_sizes: bool) -> List[str]:
+def _step_verdicts(results: list[Result], pairs: Sequence[tuple[str, str]], seed_sizes: bool) -> list[str]:
     """Each later version of ``pairs`` judged against the earlier one from their repeated runs, with the seed's
     size where ``seed_sizes``; a pair with a version not measured is left out."""
     by_id = {r.id: r for r in results}
@@ -184,20 +192,20 @@ def _step_verdicts(results: List[Result], pairs: Sequence[Tuple[str, str]], seed
     return notes
 
 
-def seed_notes(results: List[Result]) -> List[str]:
+def seed_notes(results: list[Result]) -> list[str]:
     """Each claim of the seed's table — every version faster than the one before, by the seed's factor —
     judged here from the versions' repeated runs (`labkit.measure.verdict.judge`)."""
     return _step_verdicts(results, (("v1", "v2"), ("v2", "v3"), ("v3", "v4")), seed_sizes=True)
 
 
-def training_notes(results: List[Result]) -> List[str]:
+def training_notes(results: list[Result]) -> list[str]:
     """Each training step judged against the one before, and labkit's pipeline against the seed's v1 and v2 with
     the crop (the seed gives no training sizes, so these verdicts have none)."""
     return _step_verdicts(results, (("t1", "t2"), ("t2", "t3"), ("t3", "t5"), ("t2", "t5"), ("t1", "t5")),
                           seed_sizes=False)
 
 
-def budget_note(results: List[Result], budget: Budget) -> str:
+def budget_note(results: list[Result], budget: Budget) -> str:
     """Whether every version's peak memory (main process + workers) stayed inside the autotuner's RAM budget."""
     measure = tree_memory_measure()
     over = [f"{r.id} {r.peak_memory_mb:.0f} MiB" for r in results if r.peak_memory_mb * 2**20 > budget.ram_bytes]
@@ -210,8 +218,8 @@ def budget_note(results: List[Result], budget: Budget) -> str:
             f"{worst.peak_memory_mb:.0f} MiB")
 
 
-def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str, Any], header: str,
-                 notes: List[str]) -> str:
+def format_table(results: list[Result], skipped: dict[str, str], info: dict[str, Any], header: str,
+                 notes: list[str]) -> str:
     lines = [f"Machine: {describe_machine(info)}", header, "",
              f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs ' + (results[0].id if results else 'v1'):>8}{'seed s':>8}{'seed x':>8}"
              f"{'CPU %':>7}{tree_memory_measure() + ' MiB':>9}"]
@@ -236,7 +244,7 @@ def format_table(results: List[Result], skipped: Dict[str, str], info: Dict[str,
     return "\n".join(lines)
 
 
-def plot(results: List[Result], path: str, title: str) -> None:
+def plot(results: list[Result], path: str, title: str) -> None:
     """Bar chart of images/s per version from 0, the seed's v1–v4 beside ours, each of ours labelled with its
     speed-up over v1."""
     plt = pyplot(headless=True)
@@ -257,9 +265,9 @@ def plot(results: List[Result], path: str, title: str) -> None:
     plt.close(fig)
 
 
-def run_ablation(ws: Workspace, settings: AblationSettings, only: Optional[List[str]] = None,
-                 json_path: Optional[str] = None, plot_path: Optional[str] = None,
-                 progress: bool = True, train: bool = False) -> Dict[str, Any]:
+def run_ablation(ws: Workspace, settings: AblationSettings, only: list[str] | None = None,
+                 json_path: str | None = None, plot_path: str | None = None,
+                 progress: bool = True, train: bool = False) -> dict[str, Any]:
     """Measure every version that applies here, print the table, write JSON and plot if asked.
     ``train``: the training versions (`TRAINING_VERSIONS`, RandomResizedCrop(224) + flip) instead."""
     device = settings.resolved_device()
@@ -276,9 +284,9 @@ def run_ablation(ws: Workspace, settings: AblationSettings, only: Optional[List[
     decoders_timed = train or any(v.decoder in ("fastest", "tuned") for v in chosen)
     fastest, decode_times = fastest_decoder(ws, crops=train) if decoders_timed else (None, {})
     step = model_step(device, len(ws.classes)) if settings.model else None
-    results: List[Result] = []
-    skipped: Dict[str, str] = {}
-    tuned: Optional[LoaderConfig] = None
+    results: list[Result] = []
+    skipped: dict[str, str] = {}
+    tuned: LoaderConfig | None = None
     tuned_note = ""
     bar = tqdm(chosen, desc="ablation", unit="version", disable=not progress)
     for version in bar:

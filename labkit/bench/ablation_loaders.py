@@ -5,13 +5,21 @@ later through `labkit.workers.loader_factory.make_loader` (the call printed unde
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Tuple
+from typing import Any
 
 import torch
 from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 
+from labkit.bench.ablation_versions import (
+    GPU_DECODER,
+    TRAIN_OUTPUT_SIZE,
+    AblationSettings,
+    AblationVersion,
+    NormalizeInWorker,
+)
 from labkit.bench.workspace import Workspace
 from labkit.collate.batching import list_collate, stack_samples, stack_uint8
 from labkit.collate.mixing import MixUp, MixUpCollate
@@ -32,10 +40,9 @@ from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.stateful_loader import StatefulLoader
 from labkit.workers.thread_budget import main_thread_budget
-from labkit.bench.ablation_versions import (GPU_DECODER, AblationSettings, AblationVersion, NormalizeInWorker, TRAIN_OUTPUT_SIZE)
 
 
-def fastest_decoder(ws: Workspace, samples: int = 16, crops: bool = False) -> Tuple[str, Dict[str, float]]:
+def fastest_decoder(ws: Workspace, samples: int = 16, crops: bool = False) -> tuple[str, dict[str, float]]:
     """Time each decoder on the same files (spread over every class) in this process; the fastest is v5's, and
     the fastest of those that crop inside their decode (`labkit.decode.registry`) t5's (``crops=True``)."""
     reader = PackedDataset(ws.pack).reader
@@ -54,7 +61,7 @@ def _dataset(version: AblationVersion, ws: Workspace, decoder: str, seed: int = 
 
 
 def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,
-                 tuned: Optional[LoaderConfig] = None) -> Tuple[Iterable, Dict[str, Any]]:
+                 tuned: LoaderConfig | None = None) -> tuple[Iterable, dict[str, Any]]:
     """The loader a version describes (v1-v4: the article's DataLoader code; labkit's versions: `make_loader`'s,
     whose call is ``described["call"]``); also returns its settings, for the JSON report."""
     cuda = settings.resolved_device().type == "cuda"
@@ -73,7 +80,7 @@ def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSett
         main_threads = main_thread_budget(workers)
     else:
         main_threads = torch.get_num_threads()
-    described: Dict[str, Any] = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
+    described: dict[str, Any] = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
                                  "crop": f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if version.crop else None,
                                  "normalize": "in workers" if version.normalize_in_workers else "on device",
                                  "mix": version.mix, "main_threads": main_threads,
@@ -89,7 +96,7 @@ def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSett
         sampler = EpochTagged(sampler)
     collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples) if version.mix == "collate" else (
         stack_samples if version.normalize_in_workers else stack_uint8)
-    options: Dict[str, Any] = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=workers,
+    options: dict[str, Any] = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=workers,
                                    collate_fn=collate, pin_memory=cuda and version.workers)
     if workers:
         options["persistent_workers"] = True
@@ -105,8 +112,8 @@ def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSett
 
 
 def _made_loader(version: AblationVersion, dataset: Any, settings: AblationSettings, workers: int, cuda: bool,
-                 slots: bool, tuned: Optional[LoaderConfig],
-                 described: Dict[str, Any]) -> Tuple[StatefulLoader, Dict[str, Any]]:
+                 slots: bool, tuned: LoaderConfig | None,
+                 described: dict[str, Any]) -> tuple[StatefulLoader, dict[str, Any]]:
     """A labkit version's loader: `make_loader`'s, the one an engineer gets from the call the report prints."""
     if tuned is not None:
         kwargs = tuned.loader_kwargs(len(dataset), settings.batch_size)

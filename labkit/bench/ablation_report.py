@@ -12,8 +12,9 @@ from __future__ import annotations
 import glob
 import json
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any
 
 from labkit.core.environment import clone_root
 from labkit.core.errors import LabkitValueError
@@ -30,10 +31,10 @@ class AblationRun:
     machine: str  # its CPUs and device, in a few words
     device: str  # "cpu", "cuda", ...
     model: bool  # measured with a model step (``--model``)
-    images_per_s: Dict[str, float]
+    images_per_s: dict[str, float]
 
     @classmethod
-    def from_report(cls, name: str, report: Mapping[str, Any]) -> "AblationRun":
+    def from_report(cls, name: str, report: Mapping[str, Any]) -> AblationRun:
         settings = report.get("settings", {})
         info = report.get("machine", {})
         device = str(settings.get("device") or info.get("device", "?"))
@@ -43,7 +44,7 @@ class AblationRun:
                    {v["id"]: float(v["images_per_s"]) for v in report.get("versions", [])})
 
     @property
-    def speedups(self) -> Dict[str, float]:
+    def speedups(self) -> dict[str, float]:
         """images/s of each version over this run's own v1 (empty when the run has no v1)."""
         base = self.images_per_s.get(BASELINE)
         return {vid: rate / base for vid, rate in self.images_per_s.items()} if base else {}
@@ -57,14 +58,14 @@ class AblationRun:
         return f"{self.name}: {self.machine}" + (", model step" if self.model else "")
 
 
-def results_folder() -> Optional[str]:
+def results_folder() -> str | None:
     """``benchmarks/results`` of the clone labkit runs from (found from the package's location), or None."""
     clone = clone_root()
     folder = os.path.join(clone, "benchmarks", "results") if clone is not None else None
     return folder if folder is not None and os.path.isdir(folder) else None
 
 
-def reference_runs(folder: Optional[str] = None, pattern: str = "ablation_*.json") -> List[AblationRun]:
+def reference_runs(folder: str | None = None, pattern: str = "ablation_*.json") -> list[AblationRun]:
     """Every ablation report in ``folder`` (default `results_folder`) matching ``pattern``, sorted by name."""
     folder = folder or results_folder()
     if folder is None:
@@ -84,7 +85,7 @@ def reference_runs(folder: Optional[str] = None, pattern: str = "ablation_*.json
     return runs
 
 
-def changed_knobs(report: Mapping[str, Any]) -> Dict[str, List[str]]:
+def changed_knobs(report: Mapping[str, Any]) -> dict[str, list[str]]:
     """For each version of ``report``, the loader settings it sets differently from v1 (``name: value``):
     the moving parts it adds. Empty lists when the report has no v1."""
     loaders = {v["id"]: v.get("loader", {}) for v in report.get("versions", [])}
@@ -94,7 +95,7 @@ def changed_knobs(report: Mapping[str, Any]) -> Dict[str, List[str]]:
     return {vid: [f"{k}: {v}" for k, v in loader.items() if base.get(k) != v] for vid, loader in loaders.items()}
 
 
-def plot_speedups(runs: Sequence[AblationRun], ax: Any = None, versions: Optional[Sequence[str]] = None) -> Any:
+def plot_speedups(runs: Sequence[AblationRun], ax: Any = None, versions: Sequence[str] | None = None) -> Any:
     """Grouped bars: each version's speed-up over its run's own v1, one series per run, on an axis from 0 (the
     course's rule for throughput), each bar labelled with its factor so the small ones read beside a 20x.
 

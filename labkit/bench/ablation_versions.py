@@ -5,7 +5,6 @@ row of `VERSIONS` (``labkit ablation``) or `TRAINING_VERSIONS` (``--train``), wi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 import torch
 
@@ -28,11 +27,11 @@ class AblationVersion:
     storage: str  # a kind of labkit.datasets.storage_kinds, or "tuned"
     decoder: str  # a labkit decoder, "fastest", NO_DECODE, GPU_DECODER (a device decoder, after the loader) or "tuned"
     workers: bool  # True: worker processes (num_workers = AblationSettings.num_workers); False: num_workers=0
-    prefetch_factor: Optional[int]  # None: DataLoader's default (2)
+    prefetch_factor: int | None  # None: DataLoader's default (2)
     normalize_in_workers: bool
     mix: str  # "none", "collate" (float MixUp in the workers) or "device"
     sampler: str = "random"  # or "block"
-    seed_step_s: Optional[float] = None
+    seed_step_s: float | None = None
     cuda_only: bool = False
     reuse_host_buffers: bool = False  # labkit.core.host_buffers: float batches written into reused CPU memory
     budget_main_threads: bool = False  # main process runs only on the cores the workers leave
@@ -47,7 +46,7 @@ class AblationVersion:
         return TRAIN_OUTPUT_SIZE if self.crop else OUTPUT_SIZE
 
 
-VERSIONS: Tuple[AblationVersion, ...] = (
+VERSIONS: tuple[AblationVersion, ...] = (
     AblationVersion("v1", "files, PIL, Resize+ToTensor+Normalize, num_workers=0", FOLDER, "pil", False, None, True,
             "none", seed_step_s=0.58),
     AblationVersion("v2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none",
@@ -69,7 +68,7 @@ VERSIONS: Tuple[AblationVersion, ...] = (
 
 #: ``labkit ablation --train``: the seed's first versions as people train with them (the random-resized crop of
 #: every ImageNet recipe, after a full decode), beside labkit's training pipeline (the crop inside the decode).
-TRAINING_VERSIONS: Tuple[AblationVersion, ...] = (
+TRAINING_VERSIONS: tuple[AblationVersion, ...] = (
     AblationVersion("t1", "files, PIL, RandomResizedCrop(224)+flip+ToTensor+Normalize, num_workers=0", FOLDER, "pil", False,
             None, True, "none", crop=True),
     AblationVersion("t2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none", crop=True),
@@ -90,7 +89,7 @@ class NormalizeInWorker:
 @dataclass
 class AblationSettings:
     batch_size: int = SEED_BATCH
-    num_workers: Optional[int] = None  # None: the CPU budget's (one CPU left for the model step with model=True)
+    num_workers: int | None = None  # None: the CPU budget's (one CPU left for the model step with model=True)
     runs: int = 3
     steps: int = 20  # batches per measured run (at most one epoch)
     min_seconds: float = 3.0  # a fast version is measured over more runs until they add up to this long

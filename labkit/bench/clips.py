@@ -22,8 +22,9 @@ from __future__ import annotations
 import functools
 import os
 import statistics
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ from labkit.workers.thread_budget import torch_threads
 from labkit.workers.worker_stop import close_loader
 
 
-def scan_clips(root: PathLike) -> Tuple[List[str], StringTable, np.ndarray]:
+def scan_clips(root: PathLike) -> tuple[list[str], StringTable, np.ndarray]:
     """Class names, clip folders (relative to ``root``) and labels of a clip tree."""
     root = os.fspath(root)
     if not os.path.isdir(root):
@@ -59,7 +60,7 @@ def scan_clips(root: PathLike) -> Tuple[List[str], StringTable, np.ndarray]:
     return classes, StringTable.from_strings(clips), np.asarray(labels, dtype=np.int64)
 
 
-def decode_clip(folder: str, frames: int, size: Tuple[int, int]) -> np.ndarray:
+def decode_clip(folder: str, frames: int, size: tuple[int, int]) -> np.ndarray:
     """Stage 1: the first ``frames`` JPEG frames of a clip folder → uint8 array (T, H, W, 3).
 
     ``size`` is (height, width) of the stored frames, as everywhere in labkit; a frame of any other size
@@ -100,7 +101,7 @@ def transform_clip(frames: np.ndarray, out: int = 112, resize: int = 128) -> np.
 class ClipFolderDataset(Dataset):
     """Single-stage clip loading: both steps in one ``__getitem__``, for a DataLoader's workers."""
 
-    def __init__(self, root: PathLike, frames: int, size: Tuple[int, int], out: int = 112) -> None:
+    def __init__(self, root: PathLike, frames: int, size: tuple[int, int], out: int = 112) -> None:
         self.root = os.fspath(root)
         self.classes, self.clips, self.labels = scan_clips(root)
         self.frames, self.size, self.out = frames, tuple(size), out
@@ -111,7 +112,7 @@ class ClipFolderDataset(Dataset):
     def clip_path(self, index: int) -> str:
         return os.path.join(self.root, self.clips[index])
 
-    def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         frames = decode_clip(self.clip_path(index), self.frames, self.size)
         return torch.from_numpy(transform_clip(frames, self.out)), int(self.labels[index])
 
@@ -125,12 +126,12 @@ class ClipWork:
     side to ``resize`` and centre-crop ``out``. A larger ``out``/``resize`` makes the second stage heavier."""
 
     frames: int
-    size: Tuple[int, int]
+    size: tuple[int, int]
     out: int = 112
     resize: int = 128
 
     @property
-    def frame_shape(self) -> Tuple[int, int, int, int]:
+    def frame_shape(self) -> tuple[int, int, int, int]:
         """The shape stage 1 writes into a ring slot: (T, H, W, 3)."""
         return (self.frames, self.size[0], self.size[1], 3)
 
@@ -162,7 +163,7 @@ class LoggedClipDataset(ClipFolderDataset):
         super().__init__(root, work.frames, work.size, work.out)
         self.work, self.log = work, log
 
-    def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         decode = LoggedStage(self.work.decode(), "decode", self.log)
         transform = LoggedStage(self.work.transform(), "transform", self.log)
         frames = decode(self.clip_path(index))
@@ -175,9 +176,9 @@ class ClipRun:
 
     name: str
     start: float  # when the pass's first stage call began (monotonic seconds): starting processes is not counted
-    arrivals: List[float]  # arrival time of clip k (monotonic seconds), in clip order
-    decode_start: List[float]  # when clip k's decode began
-    events: List[Dict[str, Any]]
+    arrivals: list[float]  # arrival time of clip k (monotonic seconds), in clip order
+    decode_start: list[float]  # when clip k's decode began
+    events: list[dict[str, Any]]
 
     @property
     def seconds(self) -> float:
@@ -188,18 +189,18 @@ class ClipRun:
         return len(self.arrivals) / self.seconds
 
     @property
-    def latencies_s(self) -> List[float]:
+    def latencies_s(self) -> list[float]:
         """Per clip: from its decode starting to its arrival in the main loop."""
         return [a - d for a, d in zip(self.arrivals, self.decode_start)]
 
-    def stage_ms(self) -> Dict[str, float]:
+    def stage_ms(self) -> dict[str, float]:
         """Median milliseconds of one call of each stage, as measured inside the run."""
         return {s: 1000 * statistics.median(e["end"] - e["start"] for e in self.events if e["stage"] == s)
                 for s in STAGES}
 
-    def busy(self) -> Dict[Tuple[str, int], float]:
+    def busy(self) -> dict[tuple[str, int], float]:
         """(stage, pid) → share of the run that process spent in that stage."""
-        shares: Dict[Tuple[str, int], float] = {}
+        shares: dict[tuple[str, int], float] = {}
         for e in self.events:
             key = (e["stage"], e["pid"])
             shares[key] = shares.get(key, 0.0) + (e["end"] - e["start"]) / self.seconds
@@ -234,7 +235,7 @@ class ClipRun:
         return ax
 
 
-def _first_call(events: Sequence[Dict[str, Any]], default: float) -> float:
+def _first_call(events: Sequence[dict[str, Any]], default: float) -> float:
     """When the first stage call of a pass began: its clock starts there, not when its processes were started
     (under spawn, seconds of importing torch that neither a DataLoader nor a pipeline would pay every epoch)."""
     return min((e["start"] for e in events), default=default)
@@ -253,7 +254,7 @@ class LoaderRunner:
     def run(self) -> ClipRun:
         """One pass over every clip (the first one also starts the workers)."""
         mark = self.log.mark()
-        arrivals: List[float] = []
+        arrivals: list[float] = []
         start = timestamp()
         for _ in self.loader:
             arrivals.append(timestamp())
@@ -266,7 +267,7 @@ class LoaderRunner:
         """Stop the workers (a no-op when none run)."""
         close_loader(self.loader)
 
-    def __enter__(self) -> "LoaderRunner":
+    def __enter__(self) -> LoaderRunner:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -277,8 +278,8 @@ class PipelineRunner:
     """Passes of every clip under ``root`` (or the clip folders ``items``) through one persistent
     `StagedPipeline`: its processes start with the first pass and are reused until `close`."""
 
-    def __init__(self, root: str, work: ClipWork, num_decoders: int, num_transformers: int, slots: Optional[int] = None,
-                 items: Optional[Sequence[str]] = None) -> None:
+    def __init__(self, root: str, work: ClipWork, num_decoders: int, num_transformers: int, slots: int | None = None,
+                 items: Sequence[str] | None = None) -> None:
         self.log = SharedLog("labkit-clips-")
         if items is None:
             dataset = ClipFolderDataset(root, work.frames, work.size)
@@ -293,7 +294,7 @@ class PipelineRunner:
     def run(self) -> ClipRun:
         """One pass over every clip (the first one also starts the processes)."""
         mark = self.log.mark()
-        arrived: Dict[int, float] = {}
+        arrived: dict[int, float] = {}
         start = timestamp()
         for index, _ in self.pipe:
             arrived[index] = timestamp()
@@ -307,19 +308,19 @@ class PipelineRunner:
         """Stop the processes and unlink the ring (a no-op when nothing runs)."""
         self.pipe.close()
 
-    def __enter__(self) -> "PipelineRunner":
+    def __enter__(self) -> PipelineRunner:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def time_clip_stages(root: str, work: ClipWork, clips: int = 8) -> Dict[str, List[float]]:
+def time_clip_stages(root: str, work: ClipWork, clips: int = 8) -> dict[str, list[float]]:
     """Seconds of each step for the first ``clips`` clips, run one after the other in this process on
     one thread: what each stage costs when nothing competes with it."""
     dataset = ClipFolderDataset(root, work.frames, work.size, work.out)
     decode, transform = work.decode(), work.transform()
-    seconds: Dict[str, List[float]] = {s: [] for s in STAGES}
+    seconds: dict[str, list[float]] = {s: [] for s in STAGES}
     with torch_threads(1):
         for k in range(min(clips, len(dataset))):
             watch = Stopwatch()

@@ -8,7 +8,8 @@ whole. They live in the course, not in the library: nobody should train with the
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, List, Sequence, Tuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from torch.utils.data import Dataset, IterableDataset
@@ -32,13 +33,13 @@ class NaivePathListDataset(Dataset):
     def __init__(self, paths: Sequence[str], labels: Sequence[int]) -> None:
         if len(paths) != len(labels):
             raise LabkitValueError(f"{len(paths)} paths but {len(labels)} labels: give one label per path")
-        self.paths: List[str] = [str(p) for p in paths]
-        self.labels: List[int] = [int(label) for label in labels]
+        self.paths: list[str] = [str(p) for p in paths]
+        self.labels: list[int] = [int(label) for label in labels]
 
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, index: int) -> Tuple[str, int]:
+    def __getitem__(self, index: int) -> tuple[str, int]:
         return self.paths[index], self.labels[index]
 
 
@@ -58,7 +59,7 @@ class PathTableDataset(Dataset):
     def __len__(self) -> int:
         return len(self.paths)
 
-    def __getitem__(self, index: int) -> Tuple[str, int]:
+    def __getitem__(self, index: int) -> tuple[str, int]:
         return self.paths[index], int(self.labels[index])
 
 

@@ -19,7 +19,7 @@ import io
 import json
 import os
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
@@ -27,9 +27,9 @@ from PIL import Image, ImageDraw, ImageFilter
 from labkit.core.atomic import clear_dead_temporaries_in, write_atomic
 from labkit.core.disk_space import disk_full_error, is_disk_full, require_space
 from labkit.core.environment import usable_cpus
+from labkit.core.errors import LabkitValueError
 from labkit.core.processes import ignore_interrupts, interrupts_deferred
 from labkit.core.wording import count
-from labkit.core.errors import LabkitValueError
 
 SHAPE_FAMILIES = ("disk", "square", "triangle", "ring", "stripe")
 MANIFEST_NAME = "labkit_manifest.json"
@@ -105,13 +105,13 @@ def plan_sample(spec: PhotoSpec, index: int) -> SamplePlan:
     return SamplePlan(index, label, kind, f"{class_name(label, spec.classes)}/{index:06d}{ext}")
 
 
-def _hsv(h: float, s: float, v: float) -> Tuple[int, int, int]:
+def _hsv(h: float, s: float, v: float) -> tuple[int, int, int]:
     r, g, b = colorsys.hsv_to_rgb(h % 1.0, min(max(s, 0.0), 1.0), min(max(v, 0.0), 1.0))
     return int(r * 255), int(g * 255), int(b * 255)
 
 
 def _draw_shape(draw: ImageDraw.ImageDraw, family: str, x: float, y: float, r: float, angle: float,
-                color: Tuple[int, int, int], rng: np.random.Generator) -> None:
+                color: tuple[int, int, int], rng: np.random.Generator) -> None:
     if family == "disk":
         draw.ellipse([x - r, y - r, x + r, y + r], fill=color)
     elif family == "ring":
@@ -197,7 +197,7 @@ def encode_sample(spec: PhotoSpec, plan: SamplePlan) -> bytes:
     return data
 
 
-def _expected(spec: PhotoSpec, plan: SamplePlan) -> Tuple[str, Tuple[int, int]]:
+def _expected(spec: PhotoSpec, plan: SamplePlan) -> tuple[str, tuple[int, int]]:
     size = (spec.large_width, spec.large_height) if plan.kind == "large" else (spec.width, spec.height)
     return ("PNG" if plan.kind == "png" else "JPEG"), size
 
@@ -218,7 +218,7 @@ def is_intact(spec: PhotoSpec, plan: SamplePlan, path: str) -> bool:
         return False
 
 
-def _make_one(job: Tuple[PhotoSpec, str, int]) -> Tuple[SamplePlan, int]:
+def _make_one(job: tuple[PhotoSpec, str, int]) -> tuple[SamplePlan, int]:
     """Make one planned sample unless it is there and intact: its plan and the bytes written (``-1``: kept)."""
     spec, out, index = job
     plan = plan_sample(spec, index)
@@ -231,7 +231,7 @@ def _make_one(job: Tuple[PhotoSpec, str, int]) -> Tuple[SamplePlan, int]:
     return plan, len(data)
 
 
-def _start_pool(workers: int) -> "Any":
+def _start_pool(workers: int) -> Any:
     """A pool of ``workers`` processes that leave Ctrl-C to this one (which terminates them)."""
     import multiprocessing as mp
 
@@ -257,8 +257,8 @@ class MakeReport:
     root: str
     written: int = 0
     kept: int = 0
-    kinds: Dict[str, int] = field(default_factory=dict)
-    corrupt: List[Dict[str, str]] = field(default_factory=list)
+    kinds: dict[str, int] = field(default_factory=dict)
+    corrupt: list[dict[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
         variants = ", ".join(f"{k}: {v}" for k, v in sorted(self.kinds.items()))
@@ -266,7 +266,7 @@ class MakeReport:
                 f"manifest {MANIFEST_NAME}")
 
 
-def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: Optional[int] = None,
+def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: int | None = None,
                 progress: bool = True) -> MakeReport:
     """Make (or complete) the data set ``spec`` under ``out``, using every core.
 
@@ -287,7 +287,7 @@ def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: Optional[int] 
     results = pool.imap_unordered(_make_one, jobs, chunksize=4) if pool is not None else map(_make_one, jobs)
     nbytes = 0
     try:
-        plans: List[SamplePlan] = []
+        plans: list[SamplePlan] = []
         for plan, written in results:
             plans.append(plan)
             nbytes += max(0, written)
@@ -314,13 +314,13 @@ def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: Optional[int] 
     return report
 
 
-def read_manifest(root: str) -> Dict:
+def read_manifest(root: str) -> dict:
     """The manifest `make_photos` wrote under ``root``."""
     with open(os.path.join(root, MANIFEST_NAME), encoding="utf-8") as f:
         return json.load(f)
 
 
-def radial_power_spectrum(image: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+def radial_power_spectrum(image: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean power of an image's luminance at each spatial frequency (cycles per image, 0 to the
     corner): ``(frequencies, power)``, the curve `spectrum_slope` fits a line to on log-log axes."""
     gray = np.asarray(image, np.float64)
@@ -363,7 +363,7 @@ class ClipSpec:
     quality: int = 90
 
 
-def _make_clip(job: Tuple[ClipSpec, str, int]) -> bool:
+def _make_clip(job: tuple[ClipSpec, str, int]) -> bool:
     spec, out, index = job
     label = index % spec.classes
     folder = os.path.join(out, class_name(label, spec.classes), f"clip{index:05d}")
@@ -380,7 +380,7 @@ def _make_clip(job: Tuple[ClipSpec, str, int]) -> bool:
     return True
 
 
-def make_clips(out: str, spec: ClipSpec = ClipSpec(), workers: Optional[int] = None, progress: bool = True) -> str:
+def make_clips(out: str, spec: ClipSpec = ClipSpec(), workers: int | None = None, progress: bool = True) -> str:
     """Make ``spec.n`` clips under ``out/<class>/clipNNNNN/frameTTT.jpg``; clips already complete are kept."""
     from tqdm.auto import tqdm
 
@@ -424,7 +424,7 @@ def _jpeg(img: Image.Image, **kw: object) -> bytes:
     return buf.getvalue()
 
 
-def make_hostile(out: str, seed: int = 0) -> List[HostileCase]:
+def make_hostile(out: str, seed: int = 0) -> list[HostileCase]:
     """Write the inputs real data sets contain sooner or later, in two classes, and list them.
 
     Each case says whether a sound loader loads it (as RGB, EXIF orientation applied), refuses
@@ -439,7 +439,7 @@ def make_hostile(out: str, seed: int = 0) -> List[HostileCase]:
     palette = photo.convert("P", palette=Image.ADAPTIVE)
     exif = Image.Exif()
     exif[0x0112] = 6
-    gray16 = Image.fromarray((np.asarray(photo.convert("L"), np.uint16) * 257))
+    gray16 = Image.fromarray(np.asarray(photo.convert("L"), np.uint16) * 257)
     files = [
         ("a/photo.jpg", good, "a normal photo", "load"),
         ("a/truncated.jpg", good[: len(good) // 3], "a JPEG cut short", "error"),

@@ -17,15 +17,16 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence
+from typing import Any
 
 from torch.utils.data import Dataset
 
+from labkit.bench.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
 from labkit.core.environment import DATA_ENV, clone_root, configured_data_folder, quick_mode
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.user_paths import check_output_folder, require_folder, write_probe_error
-from labkit.bench.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
 from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK, STORAGE_KINDS, open_images
 from labkit.decode.decoder_contract import OUTPUT_SIZE
 from labkit.storage.image_folder import scan_image_folder
@@ -42,7 +43,7 @@ class Workspace:
     folder: str
     pack: str
     decoded_pack: str
-    classes: List[str]
+    classes: list[str]
     count: int
     work: str  # where the packs (and a demo's results) made from `folder` are kept
 
@@ -53,7 +54,7 @@ class Workspace:
             raise LabkitValueError(f"storage kind {kind!r}: one of {', '.join(STORAGE_KINDS)}")
         return paths[kind]
 
-    def open(self, kind: str, decoder: Optional[str] = None, size: int = OUTPUT_SIZE, **options: Any) -> Dataset:
+    def open(self, kind: str, decoder: str | None = None, size: int = OUTPUT_SIZE, **options: Any) -> Dataset:
         """This set stored as ``kind``, as a dataset (`labkit.datasets.storage_kinds.open_images`, which takes
         ``options``: transform, crop, check_crc)."""
         return open_images(kind, self.path_of(kind), decoder, size, **options)
@@ -67,7 +68,7 @@ def _inside(path: str, root: str) -> bool:
         return False
 
 
-def derived_folder(folder: str, work: Optional[str] = None) -> str:
+def derived_folder(folder: str, work: str | None = None) -> str:
     """Where the files made from ``folder`` go: ``work`` when given; beside ``folder`` when it lies in the
     kit's own data folder (`data_root`); else ``<data_root>/derived/<name>-<10 hex digits of the hash of
     its absolute path>``, so two folders of the same name never share packs."""
@@ -79,12 +80,12 @@ def derived_folder(folder: str, work: Optional[str] = None) -> str:
     return os.path.join(data_root(), "derived", f"{os.path.basename(os.path.abspath(folder))}-{digest}")
 
 
-def _writable(folder: str, source: str, work: Optional[str]) -> None:
+def _writable(folder: str, source: str, work: str | None) -> None:
     """Raise `WorkspaceError` naming ``folder`` and the way to move it unless files can be made in it."""
     try:
         os.makedirs(folder, exist_ok=True)
     except OSError as e:
-        error: Optional[OSError] = e
+        error: OSError | None = e
     else:
         error = write_probe_error(folder)
     if error is not None:
@@ -116,8 +117,8 @@ def kit_photos(quick: bool) -> str:
     return os.path.join(data_root(), "photos-quick" if quick else "photos")
 
 
-def prepare(folder: Optional[str] = None, quick: bool = True, size: int = OUTPUT_SIZE, progress: bool = True,
-            recheck: bool = True, work: Optional[str] = None, make: bool = False) -> Workspace:
+def prepare(folder: str | None = None, quick: bool = True, size: int = OUTPUT_SIZE, progress: bool = True,
+            recheck: bool = True, work: str | None = None, make: bool = False) -> Workspace:
     """(Make →) pack (if stale) → verify; print each step; return the paths.
 
     ``folder=None`` is the kit's own photo-like set (`kit_photos`), made when missing. A folder that is
@@ -209,7 +210,7 @@ def data_root() -> str:
     return os.path.join(os.path.expanduser("~"), ".cache", "labkit")
 
 
-def course_workspace(quick: Optional[bool] = None, progress: bool = True) -> Workspace:
+def course_workspace(quick: bool | None = None, progress: bool = True) -> Workspace:
     """The notebooks' data: made on first use in `data_root`, reused after.
 
     Quick mode (``LABKIT_QUICK``, on when unset) keeps 256 images in ``photos-quick``; full mode

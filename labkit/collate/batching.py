@@ -7,24 +7,25 @@ main process boundary (4× less to copy than float32). Mixing a batch (MixUp, Cu
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch.utils.data import default_collate
 
 from labkit.core.errors import LabkitKeyError, LabkitTypeError, LabkitValueError
 
-Batch = Tuple[torch.Tensor, torch.Tensor]
+Batch = tuple[torch.Tensor, torch.Tensor]
 
 
-def _shape_error(what: str, shapes: Sequence[Tuple[int, ...]]) -> ValueError:
+def _shape_error(what: str, shapes: Sequence[tuple[int, ...]]) -> ValueError:
     first = shapes[0]
     k = next(i for i, s in enumerate(shapes) if s != first)
     return LabkitValueError(f"{what}: sample 0 has shape {first} but sample {k} has {shapes[k]}; resize them to one "
                       "size in the dataset, or use pad_collate / detection_collate for variable sizes")
 
 
-def _rows_of_one_tensor(images: Sequence[torch.Tensor]) -> Optional[torch.Tensor]:
+def _rows_of_one_tensor(images: Sequence[torch.Tensor]) -> torch.Tensor | None:
     """``images`` as one batch tensor when they are consecutive rows of one memory block (a
     batched read's output), without copying; else None."""
     first = images[0]
@@ -38,7 +39,7 @@ def _rows_of_one_tensor(images: Sequence[torch.Tensor]) -> Optional[torch.Tensor
     return first.as_strided((len(images), *first.shape), (step, *first.stride()), start)
 
 
-def stack_uint8(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
+def stack_uint8(batch: Sequence[tuple[torch.Tensor, int]]) -> Batch:
     """(uint8 image, label) samples → (uint8 B×C×H×W, int64 labels), in shared memory in a worker.
 
     Refuses float images: converting in the worker quadruples what crosses to the main
@@ -59,7 +60,7 @@ def stack_uint8(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
             torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64))
 
 
-def stack_samples(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
+def stack_samples(batch: Sequence[tuple[torch.Tensor, int]]) -> Batch:
     """(image, label) samples of any dtype → (stacked images, int64 labels): default_collate, named.
 
     What a DataLoader does by default; the seed's versions 1–4 send float images this way.
@@ -70,13 +71,13 @@ def stack_samples(batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
     return default_collate([s[0] for s in batch]), torch.tensor([int(s[1]) for s in batch], dtype=torch.int64)
 
 
-def list_collate(batch: Sequence[Tuple[Any, int]]) -> Tuple[List[Any], torch.Tensor]:
+def list_collate(batch: Sequence[tuple[Any, int]]) -> tuple[list[Any], torch.Tensor]:
     """(item, label) samples of varying sizes (encoded files, say) → (list of items, int64 labels)."""
     return [sample[0] for sample in batch], torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64)
 
 
-def detection_collate(batch: Sequence[Tuple[torch.Tensor, Dict[str, torch.Tensor]]]
-                      ) -> Tuple[List[torch.Tensor], List[Dict[str, torch.Tensor]]]:
+def detection_collate(batch: Sequence[tuple[torch.Tensor, dict[str, torch.Tensor]]]
+                      ) -> tuple[list[torch.Tensor], list[dict[str, torch.Tensor]]]:
     """(image, {"boxes": N×4, "labels": N}) samples → (list of images, list of targets).
 
     Images of different sizes and different numbers of boxes stay separate, which is what
@@ -96,7 +97,7 @@ def detection_collate(batch: Sequence[Tuple[torch.Tensor, Dict[str, torch.Tensor
     return images, targets
 
 
-def pad_collate(batch: Sequence[Any], padding_value: float = 0) -> Dict[str, torch.Tensor]:
+def pad_collate(batch: Sequence[Any], padding_value: float = 0) -> dict[str, torch.Tensor]:
     """Variable-length sequences (L_i × ...) → padded B×L_max×..., lengths and a True-where-real mask.
 
     Samples are tensors, or (tensor, label) pairs; labels are then stacked under "labels".
@@ -115,7 +116,7 @@ def pad_collate(batch: Sequence[Any], padding_value: float = 0) -> Dict[str, tor
     return out
 
 
-def graph_collate(batch: Sequence[Dict[str, torch.Tensor]]) -> Dict[str, torch.Tensor]:
+def graph_collate(batch: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
     """Small graphs {"x": N_i×F, "edge_index": 2×E_i, "y": label} → one disjoint-union graph.
 
     Node features are concatenated, edge indices shifted by each graph's first node, and

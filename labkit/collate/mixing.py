@@ -6,7 +6,8 @@ runs there).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ def one_hot(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
     return torch.nn.functional.one_hot(labels.long(), num_classes).to(torch.float32)
 
 
-def draw_mix(batch_size: int, alpha: float, generator: torch.Generator) -> Tuple[float, torch.Tensor]:
+def draw_mix(batch_size: int, alpha: float, generator: torch.Generator) -> tuple[float, torch.Tensor]:
     """A mixing weight ``lam ~ Beta(alpha, alpha)`` and the partner permutation, as `mix_batch` draws them."""
     lam = float(np.random.default_rng(int(torch.randint(2**62, (1,), generator=generator))).beta(alpha, alpha))
     return lam, torch.randperm(batch_size, generator=generator)
@@ -34,8 +35,8 @@ def mixed_targets(labels: torch.Tensor, perm: torch.Tensor, lam: float, num_clas
 
 
 def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode: str = "mixup",
-              alpha: float = 0.2, generator: Optional[torch.Generator] = None,
-              buffers: Optional[HostBuffers] = None) -> Batch:
+              alpha: float = 0.2, generator: torch.Generator | None = None,
+              buffers: HostBuffers | None = None) -> Batch:
     """MixUp or CutMix a batch: images mixed with a shuffled copy, labels become mixed one-hots.
 
     Works on any device and keeps the image dtype: uint8 images are mixed in float and
@@ -78,13 +79,13 @@ class MixUp:
     """
 
     def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0,
-                 buffers: Optional[HostBuffers] = None) -> None:
+                 buffers: HostBuffers | None = None) -> None:
         if alpha <= 0:
             raise LabkitValueError(f"MixUp alpha must be > 0, got {alpha}")
         self.num_classes, self.alpha, self.buffers = num_classes, alpha, buffers
         self.generator = torch.Generator().manual_seed(seed)
 
-    def draw(self, batch_size: int) -> Tuple[float, torch.Tensor]:
+    def draw(self, batch_size: int) -> tuple[float, torch.Tensor]:
         """The next batch's weight and partner permutation."""
         return draw_mix(batch_size, self.alpha, self.generator)
 
@@ -94,11 +95,11 @@ class MixUp:
     def __call__(self, images: torch.Tensor, labels: torch.Tensor) -> Batch:
         return mix_batch(images, labels, self.num_classes, "mixup", self.alpha, self.generator, self.buffers)
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """The generator's place, so that a resumed run mixes the batches it redoes as the first run did."""
         return {"generator": self.generator.get_state()}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         self.generator.set_state(state["generator"])
 
 
@@ -110,13 +111,13 @@ class MixCollate:
     """
 
     def __init__(self, num_classes: int, mode: str = "mixup", alpha: float = 0.2, seed: int = 0,
-                 stack: Callable[[Sequence[Tuple[torch.Tensor, int]]], Batch] = stack_uint8) -> None:
+                 stack: Callable[[Sequence[tuple[torch.Tensor, int]]], Batch] = stack_uint8) -> None:
         if mode not in ("mixup", "cutmix"):
             raise LabkitValueError(f"mode must be 'mixup' or 'cutmix', got {mode!r}")
         self.num_classes, self.mode, self.alpha, self.seed, self.stack = num_classes, mode, alpha, seed, stack
         self._calls = 0
 
-    def __call__(self, batch: Sequence[Tuple[torch.Tensor, int]]) -> Batch:
+    def __call__(self, batch: Sequence[tuple[torch.Tensor, int]]) -> Batch:
         images, labels = self.stack(batch)
         info = get_worker_info()
         generator = torch.Generator().manual_seed(
@@ -129,7 +130,7 @@ class MixUpCollate(MixCollate):
     """MixUp in collate (the seed's version 4 passes ``stack=stack_samples`` for its float images)."""
 
     def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0,
-                 stack: Callable[[Sequence[Tuple[torch.Tensor, int]]], Batch] = stack_uint8) -> None:
+                 stack: Callable[[Sequence[tuple[torch.Tensor, int]]], Batch] = stack_uint8) -> None:
         super().__init__(num_classes, "mixup", alpha, seed, stack)
 
 

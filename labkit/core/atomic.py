@@ -16,7 +16,8 @@ import glob
 import json
 import logging
 import os
-from typing import IO, Iterable, Iterator, NamedTuple, Optional
+from collections.abc import Iterable, Iterator
+from typing import IO, NamedTuple
 
 from labkit.core.disk_space import disk_full_error, is_disk_full, require_space
 from labkit.core.processes import running
@@ -102,7 +103,7 @@ def publish(tmp: TextPath, path: TextPath, durable: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: TextPath, durable: bool = True, size: Optional[int] = None, what: str = "",
+def atomic_file(path: TextPath, durable: bool = True, size: int | None = None, what: str = "",
                 tidy: bool = True) -> Iterator[IO[bytes]]:
     """Write ``path`` through the binary file this yields: published when the block ends without an error
     (fsynced first with ``durable``), removed when it raises (a full disk raises `DiskFullError` naming ``path``

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitValueError
@@ -25,7 +24,7 @@ MAX_WORKERS = 8  # past this, more workers mostly add memory and start-up time
 LOCAL_RANKS_ENV = "LOCAL_WORLD_SIZE"
 
 
-def ranks_on_node() -> Tuple[int, str]:
+def ranks_on_node() -> tuple[int, str]:
     """How many training processes share this node's CPUs, and who says so: ``LOCAL_WORLD_SIZE`` (torchrun),
     else the initialised process group's size (every rank on this node), else 1."""
     value = os.environ.get(LOCAL_RANKS_ENV)
@@ -89,7 +88,7 @@ class CpuBudget:
                 f"with {count(self.decode_threads(self.workers_per_rank), 'thread')}.")
 
 
-def cpu_budget(ranks: Optional[int] = None, cpus: Optional[int] = None, main_process_steps: bool = True,
+def cpu_budget(ranks: int | None = None, cpus: int | None = None, main_process_steps: bool = True,
                max_workers: int = MAX_WORKERS) -> CpuBudget:
     """The budget of one rank: ``ranks`` sharing ``cpus`` (default: `ranks_on_node`, `usable_cpus`).
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-from typing import Optional
 
 from labkit.core.errors import LabkitOSError
 from labkit.core.string_table import PathLike
@@ -58,7 +57,7 @@ def is_disk_full(error: BaseException) -> bool:
     return isinstance(error, OSError) and error.errno in FULL_ERRNOS
 
 
-def disk_full_error(path: PathLike, written: Optional[int]) -> DiskFullError:
+def disk_full_error(path: PathLike, written: int | None) -> DiskFullError:
     """The error for a write to ``path`` stopped by a full disk after ``written`` bytes (``None``: not known);
     the caller has removed its temporary file."""
     path = os.fspath(path)

@@ -8,7 +8,6 @@ ranks, and its consumer slot among every rank × DataLoader worker.
 from __future__ import annotations
 
 import os
-from typing import List, Optional, Tuple
 
 from labkit.core.errors import LabkitValueError
 
@@ -17,7 +16,7 @@ PROFILE_ENV = "LABKIT_PROFILE"
 DATA_ENV = "LABKIT_DATA"
 
 
-def configured_data_folder() -> Optional[str]:
+def configured_data_folder() -> str | None:
     """The data folder ``LABKIT_DATA`` names (user's ``~`` expanded, made absolute), or None when unset."""
     configured = os.environ.get(DATA_ENV)
     return os.path.abspath(os.path.expanduser(configured)) if configured else None
@@ -47,7 +46,7 @@ def profile_enabled() -> bool:
     return flag(PROFILE_ENV)
 
 
-def usable_cpu_ids() -> List[int]:
+def usable_cpu_ids() -> list[int]:
     """Ids of the CPUs this process may run on (taskset/cgroup affinity; every CPU where the OS has no
     affinity call)."""
     try:
@@ -61,7 +60,7 @@ def usable_cpus() -> int:
     return len(usable_cpu_ids())
 
 
-def clone_root() -> Optional[str]:
+def clone_root() -> str | None:
     """The top of the source checkout labkit runs from (the folder holding its pyproject.toml), or None for
     an installed labkit."""
     top = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,8 +78,8 @@ def local_rank() -> int:
                                "which sets it") from None
 
 
-def rank_and_world(rank: Optional[int] = None, world_size: Optional[int] = None,
-                   required: bool = False) -> Tuple[int, int]:
+def rank_and_world(rank: int | None = None, world_size: int | None = None,
+                   required: bool = False) -> tuple[int, int]:
     """(rank, world size): as given, else from torch.distributed when it is initialised, else (0, 1) — or,
     with ``required`` (a sampler that splits data across ranks must not guess), an error naming the fix."""
     if rank is None or world_size is None:
@@ -97,7 +96,7 @@ def rank_and_world(rank: Optional[int] = None, world_size: Optional[int] = None,
     return int(rank), int(world_size)
 
 
-def consumer_slot(rank: Optional[int] = None, world_size: Optional[int] = None) -> Tuple[int, int]:
+def consumer_slot(rank: int | None = None, world_size: int | None = None) -> tuple[int, int]:
     """(this consumer's id, number of consumers) over every rank × DataLoader worker."""
     from torch.utils.data import get_worker_info
 

@@ -16,10 +16,11 @@ wrapper of the user's, read the epoch from the scope (`epoch_of`).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
-from typing import Any, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
-_SCOPE: ContextVar[Optional[int]] = ContextVar("labkit_epoch", default=None)
+_SCOPE: ContextVar[int | None] = ContextVar("labkit_epoch", default=None)
 
 
 class EpochIndex(int):
@@ -29,12 +30,12 @@ class EpochIndex(int):
 
     epoch: int
 
-    def __new__(cls, index: int, epoch: int) -> "EpochIndex":
+    def __new__(cls, index: int, epoch: int) -> EpochIndex:
         obj = super().__new__(cls, index)
         obj.epoch = int(epoch)
         return obj
 
-    def __reduce__(self) -> Tuple[Any, Tuple[int, int]]:
+    def __reduce__(self) -> tuple[Any, tuple[int, int]]:
         return (EpochIndex, (int(self), self.epoch))
 
     __repr__ = int.__repr__
@@ -49,12 +50,12 @@ class EpochBatch(list):
         super().__init__(int(i) for i in indices)
         self.epoch = int(epoch)
 
-    def __reduce__(self) -> Tuple[Any, Tuple[list, int]]:
+    def __reduce__(self) -> tuple[Any, tuple[list, int]]:
         return (EpochBatch, (list(self), self.epoch))
 
 
 @contextlib.contextmanager
-def epoch_scope(epoch: Optional[int]) -> Iterator[None]:
+def epoch_scope(epoch: int | None) -> Iterator[None]:
     """Within the block (this thread or task), a plain index is one of ``epoch`` (`None`: the dataset's own)."""
     token = _SCOPE.set(None if epoch is None else int(epoch))
     try:
@@ -68,7 +69,7 @@ def _scoped(default: int) -> int:
     return default if scoped is None else scoped
 
 
-def epochs_of(indices: Sequence[Any], default: int) -> List[int]:
+def epochs_of(indices: Sequence[Any], default: int) -> list[int]:
     """`epoch_of` each index of a batch, the scope looked up once for the batch (no Python call per sample)."""
     shared = _scoped(default)
     return [i.epoch if isinstance(i, EpochIndex) else shared for i in indices]

@@ -15,7 +15,9 @@ fix, but it was measured to fragment the heap instead.)
 from __future__ import annotations
 
 import sys
-from typing import Any, ContextManager, List, Optional, Sequence
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import Any
 
 import torch
 from torch.utils.data import get_worker_info
@@ -27,14 +29,14 @@ _POOL_REFS = 4  # the pool's list, the caller's loop variable, this function's a
 _STORAGE_REFS = 2  # the tensor itself, the temporary storage object asked about it
 
 
-def writable_tensors() -> ContextManager[Any]:
+def writable_tensors() -> AbstractContextManager[Any]:
     """A block whose new tensors are normal ones even under ``torch.inference_mode()``: a buffer that threads,
     workers or later batches write in place must not be an inference tensor (written outside inference mode,
     it raises "Inplace update to inference tensor outside InferenceMode")."""
     return torch.inference_mode(False)
 
 
-def storage_refs(tensor: torch.Tensor) -> Optional[int]:
+def storage_refs(tensor: torch.Tensor) -> int | None:
     """How many tensors, views and storage objects refer to ``tensor``'s memory (``tensor`` counts);
     ``None`` where this PyTorch cannot tell."""
     count = storage_use_count(tensor)
@@ -58,12 +60,11 @@ class HostBuffers:
         if keep < 0:
             raise LabkitValueError(f"keep must be >= 0, got {keep}")
         self.keep = keep
-        self._buffers: List[torch.Tensor] = []
+        self._buffers: list[torch.Tensor] = []
         self.reused = 0
         self.allocated = 0
 
-    def empty(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device = torch.device("cpu")
-              ) -> torch.Tensor:
+    def empty(self, shape: Sequence[int], dtype: torch.dtype, device: torch.device | str = "cpu") -> torch.Tensor:
         """An uninitialised tensor of ``shape``/``dtype``: a free kept buffer when there is one."""
         shape = torch.Size(shape)
         if torch.device(device).type != "cpu":

@@ -6,7 +6,8 @@ what a list does (``-1`` is the last sample) and refuse the first index outside 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

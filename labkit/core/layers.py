@@ -7,17 +7,15 @@ of it (a test keeps the two equal). Package docstrings say what their package ho
 
 from __future__ import annotations
 
-from typing import Dict, FrozenSet, Tuple
-
 #: The layers the data passes through, in order: each may import itself and those before it; ``core`` no other.
-CHAIN: Tuple[str, ...] = ("core", "decode", "storage", "datasets", "samplers", "collate", "workers", "device",
+CHAIN: tuple[str, ...] = ("core", "decode", "storage", "datasets", "samplers", "collate", "workers", "device",
                           "distributed")
 
 #: Every sub-package, in the order the reference shows them, with what it may import besides itself: ``measure``
 #: reads every layer and changes none, ``diagnose`` reads the layers and the measurements, ``bench`` (the data
 #: folder, the photo-like data, the ablation) stands on all of them, ``course`` holds what only the notebooks need,
 #: ``tools`` the labkit command; nothing imports those last two.
-LAYERS: Dict[str, FrozenSet[str]] = {
+LAYERS: dict[str, frozenset[str]] = {
     **{layer: frozenset(CHAIN[:k]) for k, layer in enumerate(CHAIN)},
     "measure": frozenset(CHAIN),
     "diagnose": frozenset(CHAIN) | {"measure"},
@@ -27,7 +25,7 @@ LAYERS: Dict[str, FrozenSet[str]] = {
 }
 
 
-def may_import(package: str) -> FrozenSet[str]:
+def may_import(package: str) -> frozenset[str]:
     """The labkit sub-packages a module of ``package`` may import, its own included."""
     return LAYERS[package] | {package}
 

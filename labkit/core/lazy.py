@@ -13,10 +13,11 @@ import sys
 
 TYPE_CHECKING = False  # typing costs 4 ms to import, and ``import labkit`` should not pay it
 if TYPE_CHECKING:
-    from typing import Any, Callable, Dict, List, Tuple
+    from collections.abc import Callable
+    from typing import Any
 
 
-def lazy_exports(package: str, exports: Dict[str, str]) -> Tuple[List[str], Callable[[str], Any], Callable[[], List[str]]]:
+def lazy_exports(package: str, exports: dict[str, str]) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``, whose names are found in the modules
     ``exports`` maps them to (a module path relative to ``package``, or absolute from ``labkit.``)."""
 
@@ -29,7 +30,7 @@ def lazy_exports(package: str, exports: Dict[str, str]) -> Tuple[List[str], Call
         setattr(sys.modules[package], name, value)  # found once; later uses do not come here
         return value
 
-    def __dir__() -> List[str]:
+    def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(exports))
 
     return sorted(exports), __getattr__, __dir__

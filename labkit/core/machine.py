@@ -13,7 +13,7 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any
 
 import psutil
 
@@ -27,7 +27,7 @@ def os_name() -> str:
     return {"Darwin": "macOS"}.get(platform.system(), platform.system() or sys.platform)
 
 
-def machine_info() -> Dict[str, Any]:
+def machine_info() -> dict[str, Any]:
     """Cores, CPU model, device and library versions: printed and stored beside every measurement."""
     import torch
     import torchvision
@@ -44,7 +44,7 @@ def machine_info() -> Dict[str, Any]:
             "platform": platform.platform(terse=True)}
 
 
-def describe_machine(info: Optional[Dict[str, Any]] = None) -> str:
+def describe_machine(info: dict[str, Any] | None = None) -> str:
     """`machine_info` in one line: ``2 CPUs (Intel Xeon ...), device cpu, torch 2.5.1, torchvision 0.20.1``."""
     info = info or machine_info()
     return (f"{info['cpu_count']} CPUs ({info['cpu']}), device {info['device']}, "
@@ -69,8 +69,8 @@ class MemoryFacts:
 
     ram_total: int
     ram_available: int
-    shm_total: Optional[int]
-    shm_free: Optional[int]
+    shm_total: int | None
+    shm_free: int | None
 
     def describe_shm(self) -> str:
         """What /dev/shm has free, for a message: ``12.0 MiB free of 64.0 MiB``, or ``not available on macOS``."""
@@ -85,8 +85,8 @@ def memory_facts() -> MemoryFacts:
     """RAM (psutil: every OS) and ``/dev/shm`` sizes in bytes; the /dev/shm figures are ``None`` where the
     OS has no /dev/shm (macOS, Windows)."""
     ram = psutil.virtual_memory()
-    shm_total: Optional[int] = None
-    shm_free: Optional[int] = None
+    shm_total: int | None = None
+    shm_free: int | None = None
     if os.path.isdir(SHM_DIR):
         st = os.statvfs(SHM_DIR)
         shm_total, shm_free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

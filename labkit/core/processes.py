@@ -11,7 +11,7 @@ import contextlib
 import os
 import signal
 import threading
-from typing import Iterator, List, Tuple
+from collections.abc import Iterator
 
 import psutil
 
@@ -26,7 +26,7 @@ def running(pid: int) -> bool:
         return False
 
 
-def kill_process_tree(pid: int) -> List[int]:
+def kill_process_tree(pid: int) -> list[int]:
     """Kill ``pid`` and every process below it at once, as a lost node takes a job and its DataLoader workers
     (SIGKILL on Linux and macOS, TerminateProcess on Windows: one way everywhere, no process group needed).
     Returns the pids that were killed; one that had already gone is left out. ``pid`` itself is left for its
@@ -74,7 +74,7 @@ def interrupts_deferred() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def process_maps() -> Iterator[Tuple[int, List[str]]]:
+def process_maps() -> Iterator[tuple[int, list[str]]]:
     """(pid, lines of /proc/<pid>/maps) for every process this user may read (Linux; nothing elsewhere):
     what each process has mapped, files and /dev/shm segments alike. A process that ends meanwhile is skipped."""
     if not os.path.isdir("/proc"):

@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 import weakref
-from typing import Any, Dict, List
+from typing import Any
 
 
 def _unlink_if_owner(path: str, owner: int) -> None:
@@ -32,13 +32,13 @@ class SharedLog:
         os.close(fd)
         weakref.finalize(self, _unlink_if_owner, self.path, os.getpid())
 
-    def __getstate__(self) -> Dict[str, str]:
+    def __getstate__(self) -> dict[str, str]:
         return {"path": self.path}
 
-    def __setstate__(self, state: Dict[str, str]) -> None:
+    def __setstate__(self, state: dict[str, str]) -> None:
         self.path = state["path"]
 
-    def append(self, record: Dict[str, Any]) -> None:
+    def append(self, record: dict[str, Any]) -> None:
         line = (json.dumps(record) + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
@@ -50,7 +50,7 @@ class SharedLog:
         """A position in the log: `records` from it returns only what was appended after."""
         return os.path.getsize(self.path) if os.path.exists(self.path) else 0
 
-    def records(self, since: int = 0) -> List[Dict[str, Any]]:
+    def records(self, since: int = 0) -> list[dict[str, Any]]:
         """What was appended after the mark ``since`` and after the last `clear`, oldest first."""
         if not os.path.exists(self.path):
             return []

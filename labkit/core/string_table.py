@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Iterable, Iterator, List, Sequence, Union
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Union
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class StringTable:
         self.offsets = offsets.astype(np.int64, copy=False)
 
     @classmethod
-    def from_strings(cls, items: Iterable[PathLike]) -> "StringTable":
+    def from_strings(cls, items: Iterable[PathLike]) -> StringTable:
         items = list(items)
         if items and all(type(s) is str for s in items):
             joined = "\0".join(items)  # one encode for all: a file name holds no NUL
@@ -55,7 +56,7 @@ class StringTable:
         return cls(blob, offsets)
 
     @classmethod
-    def _from_joined(cls, joined: np.ndarray, count: int) -> "StringTable":
+    def _from_joined(cls, joined: np.ndarray, count: int) -> StringTable:
         """From ``count`` strings' bytes joined by NUL bytes (none inside a string)."""
         ends = np.append(np.flatnonzero(joined == 0), len(joined))
         offsets = np.zeros(count + 1, dtype=np.int64)
@@ -63,7 +64,7 @@ class StringTable:
         return cls(joined[joined != 0].copy(), offsets)
 
     @classmethod
-    def concat(cls, tables: Sequence["StringTable"]) -> "StringTable":
+    def concat(cls, tables: Sequence[StringTable]) -> StringTable:
         """The strings of ``tables``, one after another."""
         if not tables:
             return cls(np.zeros(0, dtype=np.uint8), np.zeros(1, dtype=np.int64))
@@ -71,7 +72,7 @@ class StringTable:
         offsets = np.concatenate([tables[0].offsets[:1]] + [t.offsets[1:] + s for t, s in zip(tables, starts)])
         return cls(np.concatenate([t.blob for t in tables]), offsets)
 
-    def take(self, indices: Union[np.ndarray, Sequence[int]]) -> "StringTable":
+    def take(self, indices: np.ndarray | Sequence[int]) -> StringTable:
         """A new table of the strings at ``indices``, in that order, without a Python string per item."""
         idx = np.asarray(indices, dtype=np.int64)
         if idx.size and (idx.min() < 0 or idx.max() >= len(self)):
@@ -82,7 +83,7 @@ class StringTable:
         gather = np.repeat(starts - offsets[:-1], lengths) + np.arange(offsets[-1], dtype=np.int64)
         return StringTable(self.blob[gather], offsets)
 
-    def strings(self, indices: Union[np.ndarray, Sequence[int]]) -> List[str]:
+    def strings(self, indices: np.ndarray | Sequence[int]) -> list[str]:
         """The strings at ``indices`` (each in ``[0, len)``), as a list: one call for a batch, with no Python call
         per string (each is decoded as `os.fsdecode` does)."""
         idx = np.asarray(indices, dtype=np.int64)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, List, Tuple, TypeVar
+from typing import Any, TypeVar
 
 from labkit.core.errors import LabkitValueError
 
@@ -62,7 +63,7 @@ class Deadline:
         return time.monotonic() >= self.at
 
 
-def timed(items: Iterable[T]) -> Iterator[Tuple[float, T]]:
+def timed(items: Iterable[T]) -> Iterator[tuple[float, T]]:
     """Each item of ``items`` with the seconds the caller waited for it: a loader's batches, with the wait for
     each (the caller's own work between two items is not counted)."""
     iterator = iter(items)
@@ -80,7 +81,7 @@ class Passes:
     """The seconds of repeated passes of one thing, and what is read from them: the median (the figure quoted),
     the best (a floor on what the thing costs), the spread (lowest, highest) that a verdict weighs."""
 
-    seconds: Tuple[float, ...]
+    seconds: tuple[float, ...]
 
     def __post_init__(self) -> None:
         if not self.seconds:
@@ -95,10 +96,10 @@ class Passes:
         return min(self.seconds)
 
     @property
-    def spread(self) -> Tuple[float, float]:
+    def spread(self) -> tuple[float, float]:
         return min(self.seconds), max(self.seconds)
 
-    def per_second(self, count: float) -> List[float]:
+    def per_second(self, count: float) -> list[float]:
         """Each pass as a rate: ``count`` things (images, bytes) per second."""
         return [count / s for s in self.seconds]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import os
 import signal
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 import torch
 
@@ -31,7 +31,7 @@ _STORAGE_USE_COUNT = getattr(torch._C, "_storage_Use_Count", None)
 _UPSAMPLE_AA = getattr(getattr(torch._C, "_nn", None), "_upsample_bilinear2d_aa", None)
 
 
-def antialiased_bilinear(batch: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+def antialiased_bilinear(batch: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
     """``F.interpolate(batch, hw, mode="bilinear", align_corners=False, antialias=True)``: the same kernel, called
     without the Python argument checks around it (about ten Python calls an image on the decoders' hot path)."""
     if _UPSAMPLE_AA is None:  # a torch that renamed it: the public path
@@ -49,7 +49,7 @@ def new_shared_tensor(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
     return empty.new(storage).resize_(shape)
 
 
-def storage_use_count(tensor: torch.Tensor) -> Optional[int]:
+def storage_use_count(tensor: torch.Tensor) -> int | None:
     """How many references torch holds to ``tensor``'s storage (the temporary storage object asked counts
     one); None where this PyTorch cannot tell."""
     if _STORAGE_USE_COUNT is None:
@@ -74,7 +74,7 @@ def set_batch_wait(iterator: Any, seconds: float) -> None:
     iterator._timeout = seconds
 
 
-def worker_processes(iterator: Any) -> List[Any]:
+def worker_processes(iterator: Any) -> list[Any]:
     """The worker processes of a DataLoader iterator (none for a single-process one)."""
     return list(getattr(iterator, "_workers", []))
 
@@ -99,7 +99,7 @@ def shutdown_workers(iterator: Any) -> None:
 SHM_FOLDER = "/dev/shm"
 
 
-def remove_dead_process_segments(pid: int, folder: str = SHM_FOLDER) -> List[str]:
+def remove_dead_process_segments(pid: int, folder: str = SHM_FOLDER) -> list[str]:
     """Unlink the shared-memory segments torch named for process ``pid``, which must be dead: a worker killed
     while it made a batch leaves the one it was making. Returns the names removed."""
     prefix = f"torch_{int(pid)}_"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import tempfile
-from typing import Optional
 
 from labkit.core.errors import LabkitFileNotFoundError, LabkitOSError
 from labkit.core.string_table import PathLike
@@ -38,7 +37,7 @@ def require_folder(path: PathLike, what: str = "", holds: str = "an ImageFolder 
                                   "path for a typo")
 
 
-def write_probe_error(folder: str) -> Optional[OSError]:
+def write_probe_error(folder: str) -> OSError | None:
     """None where a file can be made and removed in ``folder`` (the one test that also catches read-only mounts and
     quotas), else the error that stopped it. Nothing is left behind."""
     try:

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 
-def count(n: float, noun: str, plural: Optional[str] = None) -> str:
+def count(n: float, noun: str, plural: str | None = None) -> str:
     """``n`` and ``noun``, singular for exactly 1, else ``plural`` (``noun + "s"`` unless given):
     ``count(1, "core") == "1 core"``, ``count(2, "batch", "batches") == "2 batches"``."""
     shown = f"{n:g}" if isinstance(n, float) else str(n)

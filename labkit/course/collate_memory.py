@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import multiprocessing
 import queue as queue_module
-from typing import Dict, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -46,7 +46,7 @@ def augment_in_collate(batch: Sequence[torch.Tensor], way: str) -> torch.Tensor:
     return x.div_(255).sub_(_MEAN).div_(_STD)
 
 
-def _measure(way: str, batch_size: int, size: Tuple[int, int], results: "multiprocessing.Queue") -> None:
+def _measure(way: str, batch_size: int, size: tuple[int, int], results: multiprocessing.Queue) -> None:
     generator = torch.Generator().manual_seed(0)
     samples = [torch.randint(0, 256, (3, *size), dtype=torch.uint8, generator=generator) for _ in range(batch_size)]
     augment_in_collate(samples[:2], way)  # first-call allocations of the kernels, not the batch's
@@ -60,8 +60,8 @@ def _measure(way: str, batch_size: int, size: Tuple[int, int], results: "multipr
                  out.numel() * out.element_size()))
 
 
-def collate_peaks(batch_size: int = 64, size: Tuple[int, int] = (256, 256),
-                  ways: Sequence[str] = WAYS, timeout_s: float = 120.0) -> Dict[str, Tuple[int, int]]:
+def collate_peaks(batch_size: int = 64, size: tuple[int, int] = (256, 256),
+                  ways: Sequence[str] = WAYS, timeout_s: float = 120.0) -> dict[str, tuple[int, int]]:
     """For each way: (peak bytes above what the process held before collate, bytes of the batch it returns),
     each measured in a fresh process. Raises if the OS keeps no peak (then nothing here can be measured)."""
     for way in ways:
@@ -73,7 +73,7 @@ def collate_peaks(batch_size: int = 64, size: Tuple[int, int] = (256, 256),
                  for way in ways]
     for process in processes:
         process.start()
-    found: Dict[str, Tuple[int, int]] = {}
+    found: dict[str, tuple[int, int]] = {}
     try:
         for _ in ways:
             way, peak, out_bytes = results.get(timeout=timeout_s)
@@ -93,6 +93,6 @@ def collate_peaks(batch_size: int = 64, size: Tuple[int, int] = (256, 256),
     return {way: found[way] for way in ways}
 
 
-def batch_bytes(batch_size: int, size: Tuple[int, int], dtype: torch.dtype) -> int:
+def batch_bytes(batch_size: int, size: tuple[int, int], dtype: torch.dtype) -> int:
     """Bytes of one batch of 3-channel images of ``size`` in ``dtype``."""
     return batch_size * 3 * size[0] * size[1] * torch.empty((), dtype=dtype).element_size()

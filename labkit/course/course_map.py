@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 from labkit.core.environment import clone_root
 from labkit.core.errors import LabkitError
@@ -25,7 +24,7 @@ class CourseMapError(LabkitError, ValueError):
 class CourseMap:
     """The table's rows as (notebook, seed sections, what you measure); shown as Markdown in a notebook."""
 
-    rows: Tuple[Tuple[str, str, str], ...]
+    rows: tuple[tuple[str, str, str], ...]
 
     def markdown(self) -> str:
         lines = [HEADER, "| --- | --- | --- |"]
@@ -70,7 +69,7 @@ def parse_course_map(text: str, source: str = "notebooks/README.md") -> CourseMa
     return CourseMap(tuple(rows))
 
 
-def course_map(readme: Optional[str] = None) -> CourseMap:
+def course_map(readme: str | None = None) -> CourseMap:
     """The course table of ``readme`` (default: the clone's ``notebooks/README.md``)."""
     path = readme or course_readme()
     try:

@@ -12,18 +12,17 @@ from __future__ import annotations
 import argparse
 import datetime
 import sys
-from typing import List, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
-from labkit.core.wording import count
 from labkit.core.cpus import cpu_budget
+from labkit.core.wording import count
 from labkit.distributed.ranks import close_process_group, init_from_env
-from labkit.workers.start_method import worker_context
 from labkit.samplers.block_shuffle import DistributedBlockSampler
+from labkit.workers.start_method import worker_context
 
 
 class IndexedImages(Dataset):
@@ -35,7 +34,7 @@ class IndexedImages(Dataset):
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, index: int) -> Tuple[torch.Tensor, int, int]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int, int]:
         label = index % self.classes
         g = torch.Generator().manual_seed(index)
         image = torch.randint(0, 64, (3, 32, 32), generator=g, dtype=torch.uint8)
@@ -48,7 +47,7 @@ def small_cnn(classes: int) -> nn.Module:
                          nn.Linear(8 * 16, classes))
 
 
-def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: Optional[int] = None,
+def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: int | None = None,
         timeout_s: float = 120.0) -> bool:
     # A rank that waits longer than timeout_s for the others fails with an error instead of hanging the demo.
     info = init_from_env(timeout=datetime.timedelta(seconds=timeout_s))
@@ -67,7 +66,7 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: Option
     ok = True
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
-        seen: List[int] = []
+        seen: list[int] = []
         losses = []
         for images, labels, indices in loader:
             images = images.to(info.device).float().div_(255)
@@ -77,7 +76,7 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: Option
             optimizer.step()
             seen += indices.tolist()
             losses.append(loss.item())
-        shares: List[List[int]] = [[] for _ in range(info.world_size)]
+        shares: list[list[int]] = [[] for _ in range(info.world_size)]
         dist.all_gather_object(shares, seen)
         if info.rank == 0:
             union = [i for share in shares for i in share]
@@ -96,7 +95,7 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: Option
     return bool(verdict[0])
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=256, help="samples in the epoch")
     parser.add_argument("--batch", type=int, default=16)

@@ -22,22 +22,22 @@ import os
 import re
 import sys
 import zlib
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader
 
+from labkit.core.cpus import cpu_budget
 from labkit.core.timing import Stopwatch
 from labkit.datasets.iterable import ShardedIterableDataset
-from labkit.core.cpus import cpu_budget
 from labkit.distributed.ranks import close_process_group, file_crc32, init_from_env, stage_to_local
-from labkit.workers.start_method import worker_context
 from labkit.storage.shards import pack_records
+from labkit.workers.start_method import worker_context
 
 
-def features(record: Tuple[bytes, int]) -> Tuple[torch.Tensor, int]:
+def features(record: tuple[bytes, int]) -> tuple[torch.Tensor, int]:
     """A record as 4 numbers derived from its bytes (no decode: this demo is about counts, not pixels)."""
     data, label = record
     return torch.full((4,), zlib.crc32(data) % 97 / 97.0), label
@@ -59,7 +59,7 @@ def _first_line(error: BaseException) -> str:
     return re.sub(r"^\[[^\]]*\]\s*", "", text)[:160]
 
 
-def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Optional[int] = None,
+def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: int | None = None,
         timeout_s: float = 10.0) -> None:
     info = init_from_env("gloo")
     say = functools.partial(print, flush=True)
@@ -67,7 +67,7 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
     watch = Stopwatch()
     local = stage_to_local(shards, local_dir, info.local_rank)
     staged_s = watch.elapsed
-    timings: List[Optional[float]] = [None] * info.world_size
+    timings: list[float | None] = [None] * info.world_size
     dist.all_gather_object(timings, staged_s)
     if info.rank == 0:
         checks = [(os.path.basename(s), file_crc32(s), file_crc32(d)) for s, d in zip(shards, local)]
@@ -88,7 +88,7 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
     for epoch in range(2):
         balanced.set_epoch(epoch)
         steps.append(_train_epoch(model, optimizer, loader))
-    gathered: List[Optional[List[int]]] = [None] * info.world_size
+    gathered: list[list[int] | None] = [None] * info.world_size
     dist.all_gather_object(gathered, steps)
     if info.rank == 0:
         say(f"balanced split ({workers} worker{'s' if workers != 1 else ''} per rank, batch {batch_size}): "
@@ -114,7 +114,7 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
         where, since = f"after its last step ({steps_done}), gathering the step counts", Stopwatch()
         say(f"whole-shard split: rank {info.rank} ran out of batches after {steps_done} steps and waits for the "
             "others to compare step counts")
-        counts: List[Optional[int]] = [None] * info.world_size
+        counts: list[int | None] = [None] * info.world_size
         dist.all_gather_object(counts, steps_done, group=group)
         say(f"whole-shard split: rank {info.rank} sees step counts {counts}")
     except RuntimeError as e:
@@ -125,7 +125,7 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: Opt
     close_process_group()
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("shards", nargs="+", help="pack files on shared storage")
     parser.add_argument("--local-dir", required=True, help="this node's local folder to stage the shards into")

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import queue as queue_module
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import psutil
@@ -35,7 +36,7 @@ KINDS = ("queue", "ring")
 _TIMEOUT_S = 120.0  # a sender start under spawn takes seconds, a hand-over milliseconds
 
 
-def _send(shape: Tuple[int, ...], items: int, ring: torch.Tensor, commands: Any, handoff: Any, ready: Any,
+def _send(shape: tuple[int, ...], items: int, ring: torch.Tensor, commands: Any, handoff: Any, ready: Any,
           free: Any, done: Any) -> None:
     """The sender: for each command ("queue" or "ring"), hand ``items`` fresh clip-sized arrays over that way."""
     torch.set_num_threads(1)
@@ -58,12 +59,12 @@ class HandoffReport:
     receiver together), and minor page faults per item in the sender and in the receiver (``None`` where the OS
     does not count faults)."""
 
-    shape: Tuple[int, ...]
+    shape: tuple[int, ...]
     items: int
-    seconds: Dict[str, List[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
-    cpu_seconds: Dict[str, List[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
-    sender_faults: Dict[str, List[Optional[float]]] = field(default_factory=lambda: {k: [] for k in KINDS})
-    receiver_faults: Dict[str, List[Optional[float]]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    cpu_seconds: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    sender_faults: dict[str, list[float | None]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    receiver_faults: dict[str, list[float | None]] = field(default_factory=lambda: {k: [] for k in KINDS})
 
     @property
     def mib(self) -> float:
@@ -77,7 +78,7 @@ class HandoffReport:
         """Median CPU milliseconds per item of ``kind``, both processes (NaN before any pass)."""
         return 1000 * statistics.median(self.cpu_seconds[kind]) if self.cpu_seconds[kind] else float("nan")
 
-    def faults_per_item(self, kind: str, side: str = "both") -> Optional[float]:
+    def faults_per_item(self, kind: str, side: str = "both") -> float | None:
         """Median minor page faults per item in the "sender", the "receiver" or "both"; ``None`` where the OS
         does not count them."""
         if side not in ("sender", "receiver", "both"):
@@ -99,7 +100,7 @@ class HandoffReport:
 
 
 def measure_handoff(shape: Sequence[int], items: int = 32, passes: int = 3, slots: int = 4,
-                    context: Optional[str] = None) -> HandoffReport:
+                    context: str | None = None) -> HandoffReport:
     """Hand ``items`` arrays of ``shape`` (uint8) from one sender process to this one, ``passes`` times each way,
     alternating queue / ring; the receiver copies each item out before taking the next."""
     if items < 1 or passes < 1 or slots < 1:

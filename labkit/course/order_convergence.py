@@ -9,8 +9,9 @@ second on one core: the order is the only thing that differs between runs of one
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -65,8 +66,8 @@ class OrderRun:
 
     order: str
     seed: int
-    loss: List[float] = field(default_factory=list)
-    accuracy: List[float] = field(default_factory=list)
+    loss: list[float] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
 
 
 def _model(data: SmallImages, seed: int) -> nn.Module:
@@ -107,8 +108,8 @@ def train_in_order(data: SmallImages, name: str, make_order: OrderMaker, seed: i
     return run
 
 
-def compare_orders(data: SmallImages, orders: Dict[str, OrderMaker], seeds: Sequence[int] = (0, 1, 2),
-                   epochs: int = 4, batch_size: int = 32) -> Dict[str, List[OrderRun]]:
+def compare_orders(data: SmallImages, orders: dict[str, OrderMaker], seeds: Sequence[int] = (0, 1, 2),
+                   epochs: int = 4, batch_size: int = 32) -> dict[str, list[OrderRun]]:
     """Every order trained once per seed; the same seed gives every order the same initial weights."""
     if len(seeds) < 1:
         raise LabkitValueError("compare_orders needs at least one seed")
@@ -116,14 +117,14 @@ def compare_orders(data: SmallImages, orders: Dict[str, OrderMaker], seeds: Sequ
             for name, make in orders.items()}
 
 
-def final(runs: Sequence[OrderRun], what: str = "accuracy") -> List[float]:
+def final(runs: Sequence[OrderRun], what: str = "accuracy") -> list[float]:
     """Each run's last-epoch ``what`` ("accuracy" or "loss"): one value per seed, the passes a verdict weighs."""
     if what not in ("accuracy", "loss"):
         raise LabkitValueError(f"what={what!r}: 'accuracy' or 'loss'")
     return [getattr(r, what)[-1] for r in runs]
 
 
-def plot_orders(results: Dict[str, List[OrderRun]], axes: Tuple[Any, Any]) -> None:
+def plot_orders(results: dict[str, list[OrderRun]], axes: tuple[Any, Any]) -> None:
     """Loss (left) and held-out accuracy (right) per epoch: the median over seeds as a line, their range shaded,
     one colour per order (in the legend)."""
     loss_ax, acc_ax = axes

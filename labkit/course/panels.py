@@ -16,8 +16,9 @@ from __future__ import annotations
 import gc
 import html
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any
 
 import ipywidgets as w
 import numpy as np
@@ -27,6 +28,7 @@ from matplotlib.ticker import MaxNLocator
 from torch.utils.data import SubsetRandomSampler
 
 from labkit.bench.workspace import Workspace
+from labkit.core.cpus import cpu_budget
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
 from labkit.core.machine import MemoryFacts
@@ -38,7 +40,6 @@ from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
 from labkit.measure.loader_timing import measure_loader, spread_indices
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.order_scores import OrderScores, score_order
-from labkit.core.cpus import cpu_budget
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.thread_budget import main_thread_budget, torch_threads
 
@@ -67,14 +68,14 @@ class LoaderRun:
     """One experiment: the settings, and what was measured (or why it was refused)."""
 
     settings: LoaderSettings
-    images_per_s: Optional[float]  # None when refused
-    step_ms: Optional[float]  # ms per batch: the images of a batch ÷ images/s, as everywhere in the kit
+    images_per_s: float | None  # None when refused
+    step_ms: float | None  # ms per batch: the images of a batch ÷ images/s, as everywhere in the kit
     passes: int  # measured passes (epochs of the panel's subset), after one warm-up pass
     seconds: float  # wall time of the whole run, worker start-up included
     note: str = ""
-    rates: Tuple[float, ...] = ()  # images/s of each measured pass: their spread is the noise
+    rates: tuple[float, ...] = ()  # images/s of each measured pass: their spread is the noise
 
-    def row(self) -> Dict[str, Any]:
+    def row(self) -> dict[str, Any]:
         return {**asdict(self.settings), "images/s": self.images_per_s, "step ms": self.step_ms,
                 "passes": self.passes, "seconds": round(self.seconds, 1), "note": self.note}
 
@@ -90,7 +91,7 @@ class LoaderRun:
 
 
 def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128, runs: int = 3,
-                     seconds: float = 5.0, size: Optional[int] = None) -> LoaderRun:
+                     seconds: float = 5.0, size: int | None = None) -> LoaderRun:
     """Images/s of a loader with settings ``s`` over ``images`` samples of ``workspace``: what a panel run measures.
 
     The samples are spread over the data set and read in a random order; the loader comes from
@@ -114,8 +115,8 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
                              pin_memory=s.pin_memory, prefetch_factor=s.prefetch_factor if s.num_workers else None,
                              persistent_workers=s.persistent_workers,
                              hang_timeout=max(30.0, 4 * seconds) if s.num_workers else None)
-    rates: List[float] = []
-    batch_images: List[float] = []  # images a batch, each pass (the last batch of a pass may be short)
+    rates: list[float] = []
+    batch_images: list[float] = []  # images a batch, each pass (the last batch of a pass may be short)
     warmup = None
     try:
         with torch_threads(main_thread_budget(s.num_workers)):
@@ -145,7 +146,7 @@ def _plan(s: LoaderSettings, size: int) -> LoaderPlan:
                       image=(3, size, size), pin_memory=s.pin_memory, main_threads=main_thread_budget(s.num_workers))
 
 
-def _findings_html(findings: List[Finding]) -> str:
+def _findings_html(findings: list[Finding]) -> str:
     colour = {"ok": "#2a7d2a", "warn": "#b36b00", "fail": "#b00020"}
     items = "".join(f"<li><b style='color:{colour[f.level]}'>{f.level.upper()}</b> {html.escape(f.check)}: "
                     f"{html.escape(f.message)}" + (f"<br><i>fix: {html.escape(f.fix)}</i>" if f.fix else "") + "</li>"
@@ -153,7 +154,7 @@ def _findings_html(findings: List[Finding]) -> str:
     return f"<div style='font-size:85%'><b>labkit doctor, for these settings:</b><ul>{items}</ul></div>"
 
 
-def _table_html(runs: List[LoaderRun]) -> str:
+def _table_html(runs: list[LoaderRun]) -> str:
     if not runs:
         return "<i>No run yet: press Run.</i>"
     head = ["#", *KNOBS, "images/s", "step ms", "passes", "note"]
@@ -199,17 +200,17 @@ class LoaderPanel:
     and /dev/shm (tests).
     """
 
-    def __init__(self, workspace: Workspace, settings: Optional[LoaderSettings] = None, images: int = 128,
-                 runs: int = 3, seconds: float = 5.0, memory: Optional[MemoryFacts] = None,
-                 max_workers: Optional[int] = None) -> None:
+    def __init__(self, workspace: Workspace, settings: LoaderSettings | None = None, images: int = 128,
+                 runs: int = 3, seconds: float = 5.0, memory: MemoryFacts | None = None,
+                 max_workers: int | None = None) -> None:
         self.workspace, self.images, self.runs, self.seconds, self.memory = workspace, images, runs, seconds, memory
         self.size = DecodedArrayDataset(workspace.decoded_pack).size[-1]
-        self.history: List[LoaderRun] = []
+        self.history: list[LoaderRun] = []
         self.x_knob = "num_workers"
         s = settings or LoaderSettings(num_workers=cpu_budget().workers_per_rank)
         top = max_workers if max_workers is not None else 2 * usable_cpus()
         style = {"description_width": "initial"}
-        self.controls: Dict[str, w.ValueWidget] = {
+        self.controls: dict[str, w.ValueWidget] = {
             "num_workers": w.IntSlider(s.num_workers, min=0, max=max(top, s.num_workers), description="num_workers",
                                        style=style, continuous_update=False),
             "prefetch_factor": w.IntSlider(s.prefetch_factor, min=1, max=8, description="prefetch_factor",
@@ -243,11 +244,11 @@ class LoaderPanel:
         """What the controls say now."""
         return LoaderSettings(**{k: c.value for k, c in self.controls.items()})
 
-    def findings(self, settings: Optional[LoaderSettings] = None) -> List[Finding]:
+    def findings(self, settings: LoaderSettings | None = None) -> list[Finding]:
         """The doctor's findings for ``settings`` (default: the controls') on this machine."""
         return diagnose(_plan(settings or self.settings, self.size), facts=self.memory)
 
-    def refusal(self, settings: Optional[LoaderSettings] = None) -> Optional[str]:
+    def refusal(self, settings: LoaderSettings | None = None) -> str | None:
         """Why ``settings`` would not be run (a /dev/shm overflow), or None."""
         shm = next(f for f in self.findings(settings) if f.check == "shared memory")
         return f"{shm.message}. Fix: {shm.fix}" if shm.level == "fail" else None
@@ -256,7 +257,7 @@ class LoaderPanel:
         self.doctor.value = _findings_html(self.findings())
         self.controls["decoder"].disabled = self.controls["storage"].value == "decoded pack"
 
-    def _on_change(self, change: Dict[str, Any]) -> None:
+    def _on_change(self, change: dict[str, Any]) -> None:
         self._refresh_doctor()
 
     # -- running --------------------------------------------------------------------------------------
@@ -282,9 +283,9 @@ class LoaderPanel:
         return record
 
     # -- what it shows --------------------------------------------------------------------------------
-    def plot_data(self) -> Dict[str, Tuple[List[Any], List[float]]]:
+    def plot_data(self) -> dict[str, tuple[list[Any], list[float]]]:
         """Per storage, (value of `x_knob`, images/s) of every measured run, in the order they ran."""
-        series: Dict[str, Tuple[List[Any], List[float]]] = {}
+        series: dict[str, tuple[list[Any], list[float]]] = {}
         for run in self.history:
             if run.images_per_s is None:
                 continue
@@ -363,8 +364,8 @@ class SamplerPanel:
         self.window_slider = w.IntSlider(window, min=1, max=16, description="window", continuous_update=False)
         self.scores_html = w.HTML()
         self.plot_out = w.Output()
-        self.order: List[int] = []
-        self.scores: Optional[OrderScores] = None
+        self.order: list[int] = []
+        self.scores: OrderScores | None = None
         self.block_slider.observe(self._on_change, names="value")
         self.window_slider.observe(self._on_change, names="value")
         self.widget = w.VBox([w.HBox([self.block_slider, self.window_slider]), self.scores_html, self.plot_out])
@@ -378,7 +379,7 @@ class SamplerPanel:
         self.scores_html.value = html.escape(self.describe())
         return self.scores
 
-    def update(self, block_size: Optional[int] = None, window: Optional[int] = None) -> OrderScores:
+    def update(self, block_size: int | None = None, window: int | None = None) -> OrderScores:
         """Move the sliders (the callback they call), recompute the order, scores and plot."""
         if block_size is not None:
             if block_size not in self.block_slider.options:
@@ -390,7 +391,7 @@ class SamplerPanel:
         _show_figure(self.plot_out, self.figure())
         return scores
 
-    def _on_change(self, change: Dict[str, Any]) -> None:
+    def _on_change(self, change: dict[str, Any]) -> None:
         self._compute()
         _show_figure(self.plot_out, self.figure())
 
@@ -439,14 +440,14 @@ class Checklist:
     so the cell after the list runs what the learner ticked; ``select`` sets them from code.
     """
 
-    def __init__(self, options: Sequence[Tuple[str, str]], selected: Sequence[str] = (),
-                 unavailable: Optional[Dict[str, str]] = None, description: str = "") -> None:
+    def __init__(self, options: Sequence[tuple[str, str]], selected: Sequence[str] = (),
+                 unavailable: dict[str, str] | None = None, description: str = "") -> None:
         self.unavailable = dict(unavailable or {})
         ids = [option for option, _ in options]
         unknown = (set(selected) | set(self.unavailable)) - set(ids)
         if unknown:
             raise LabkitValueError(f"{sorted(unknown)} not among the options {ids}")
-        self.boxes: Dict[str, w.Checkbox] = {
+        self.boxes: dict[str, w.Checkbox] = {
             option: w.Checkbox(False, description=f"{option}: {label}" + (f" ({self.unavailable[option]})"
                                                                             if option in self.unavailable else ""),
                                disabled=option in self.unavailable, indent=False,
@@ -457,11 +458,11 @@ class Checklist:
                              + list(self.boxes.values()))
 
     @property
-    def selected(self) -> List[str]:
+    def selected(self) -> list[str]:
         """The ticked ids, in the options' order."""
         return [option for option, box in self.boxes.items() if box.value]
 
-    def select(self, ids: Sequence[str]) -> List[str]:
+    def select(self, ids: Sequence[str]) -> list[str]:
         """Tick exactly ``ids``; an unknown id, or one unavailable here, is refused with the reason."""
         for option in ids:
             if option not in self.boxes:
@@ -472,7 +473,7 @@ class Checklist:
             box.value = option in ids
         return self.selected
 
-    def show(self) -> List[str]:
+    def show(self) -> list[str]:
         """Display the boxes (where there is a frontend) and print what is ticked now."""
         if _in_ipython():
             from IPython.display import display

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Optional
 
 CAP_IPC_LOCK = 14  # linux/capability.h
 
 
-def _mib(n: Optional[int]) -> str:
+def _mib(n: int | None) -> str:
     return "unlimited" if n is None else f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
-def cap_ipc_lock(status_path: str = "/proc/self/status") -> Optional[bool]:
+def cap_ipc_lock(status_path: str = "/proc/self/status") -> bool | None:
     """Whether this process's effective capabilities include ``CAP_IPC_LOCK`` (Linux's ``CapEff`` line);
     ``None`` where that cannot be read (not Linux)."""
     try:
@@ -42,9 +41,9 @@ class LockLimit:
     """The locked-memory limit in bytes (``None``: unlimited), and whether the process is exempt from it
     (``CAP_IPC_LOCK``; ``None``: unknown on this OS)."""
 
-    soft: Optional[int]
-    hard: Optional[int]
-    exempt: Optional[bool]
+    soft: int | None
+    hard: int | None
+    exempt: bool | None
 
     def describe(self) -> str:
         text = f"locked-memory limit (ulimit -l): {_mib(self.soft)}"
@@ -57,7 +56,7 @@ class LockLimit:
         return text
 
 
-def lock_limit() -> Optional[LockLimit]:
+def lock_limit() -> LockLimit | None:
     """``RLIMIT_MEMLOCK`` of this process (Linux, macOS); ``None`` where the OS has none (Windows)."""
     try:
         import resource
@@ -68,7 +67,7 @@ def lock_limit() -> Optional[LockLimit]:
         return None
     soft, hard = resource.getrlimit(limit)
 
-    def _bytes(value: int) -> Optional[int]:
+    def _bytes(value: int) -> int | None:
         return None if value == resource.RLIM_INFINITY or value < 0 else int(value)
 
     return LockLimit(_bytes(soft), _bytes(hard), cap_ipc_lock() if os.path.exists("/proc/self/status") else None)

@@ -20,7 +20,8 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable, Iterable, List, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import torch
 from torch.utils.data import Dataset, get_worker_info
@@ -97,11 +98,11 @@ class HoardingCollate:
     """``collate`` that also keeps every batch it made, in a list nobody empties (a debugging aid left
     in, a cache of "recent batches" for mixing): each worker's memory grows by a batch per batch."""
 
-    def __init__(self, collate: Callable[[List[Any]], Any] = stack_uint8) -> None:
+    def __init__(self, collate: Callable[[list[Any]], Any] = stack_uint8) -> None:
         self.collate = collate
-        self.kept: List[Any] = []
+        self.kept: list[Any] = []
 
-    def __call__(self, batch: List[Any]) -> Any:
+    def __call__(self, batch: list[Any]) -> Any:
         out = self.collate(batch)
         self.kept.append(out)
         return out

@@ -17,7 +17,6 @@ Every sample is a pure function of ``(seed, index)``, so any worker makes the sa
 from __future__ import annotations
 
 import os
-from typing import Dict, Tuple
 
 import numpy as np
 import torch
@@ -33,7 +32,7 @@ from labkit.storage.pack_format import PackReader
 OBJECT_CLASSES = ("disk", "box", "triangle")
 _OBJECT_COLORS = ((240, 240, 240), (20, 20, 20), (250, 200, 0))
 
-Target = Dict[str, torch.Tensor]
+Target = dict[str, torch.Tensor]
 
 
 def _sample_rng(seed: int, index: int) -> np.random.Generator:
@@ -66,7 +65,7 @@ class ShapesDetectionDataset(Dataset):
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, index: int) -> Tuple[torch.Tensor, Target]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, Target]:
         if not 0 <= index < self.n:
             raise LabkitIndexError(f"sample index {index} out of range for {self.n} samples")
         rng = _sample_rng(self.seed, index)
@@ -118,7 +117,7 @@ class TokenSequenceDataset(Dataset):
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, index: int) -> Tuple[torch.Tensor, int]:
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
         if not 0 <= index < self.n:
             raise LabkitIndexError(f"sample index {index} out of range for {self.n} samples")
         tokens = _sample_rng(self.seed, index).integers(1, self.vocab, size=int(self.lengths[index]))  # 0 = padding
@@ -145,7 +144,7 @@ class RandomGraphDataset(Dataset):
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, index: int) -> Dict[str, torch.Tensor]:
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
         if not 0 <= index < self.n:
             raise LabkitIndexError(f"sample index {index} out of range for {self.n} samples")
         rng = _sample_rng(self.seed, index)

@@ -19,7 +19,7 @@ import argparse
 import math
 import os
 import time
-from typing import Sequence, Sized
+from collections.abc import Sequence, Sized
 
 import torch
 

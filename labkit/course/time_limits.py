@@ -14,7 +14,7 @@ import _thread
 import contextlib
 import signal
 import threading
-from typing import Iterator
+from collections.abc import Iterator
 
 from labkit.core.errors import LabkitError, LabkitRuntimeError, LabkitValueError
 

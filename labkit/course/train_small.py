@@ -12,7 +12,6 @@ It lives in the package, not beside the notebooks, so that ``python -m`` finds i
 from __future__ import annotations
 
 import argparse
-from typing import List, Optional
 
 from labkit.bench.ablation_loaders import model_step
 from labkit.bench.workspace import course_workspace
@@ -21,7 +20,7 @@ from labkit.device.transfer import DevicePrefetcher
 from labkit.workers.loader_factory import make_loader
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--batch", type=int, default=32)

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any
 
 from torch.utils.data import Dataset
 
@@ -44,7 +45,7 @@ class CallCountingDataset(Dataset):
     def __len__(self) -> int:
         return self.n
 
-    def __getitem__(self, index: int) -> Tuple[int, int, int]:
+    def __getitem__(self, index: int) -> tuple[int, int, int]:
         if not -self.n <= index < self.n:
             raise LabkitIndexError(f"sample {index} of a dataset of {self.n}: indices run from 0 to {self.n - 1}")
         self.calls += 1
@@ -61,10 +62,10 @@ class ProcessCalls:
     samples: int
 
 
-def calls_by_process(batches: Iterable[Any]) -> Dict[int, ProcessCalls]:
+def calls_by_process(batches: Iterable[Any]) -> dict[int, ProcessCalls]:
     """One epoch of a loader over a `CallCountingDataset` (batches of ``(indices, pids, calls)``, as the default
     collate makes them, or single samples with ``batch_size=None``): process id -> `ProcessCalls`."""
-    seen: Dict[int, List[int]] = {}
+    seen: dict[int, list[int]] = {}
     for _indices, pids, calls in batches:
         pid_list = pids.tolist() if hasattr(pids, "tolist") else [pids]
         call_list = calls.tolist() if hasattr(calls, "tolist") else [calls]
@@ -83,10 +84,10 @@ class BatchWaits:
     included and the workers' shutdown after it not; ``keys``: ``key(batch)`` of every batch, start-up ones
     included, in the order they came."""
 
-    waits_s: List[float]
+    waits_s: list[float]
     first_s: float
     total_s: float
-    keys: List[Any] = field(default_factory=list)
+    keys: list[Any] = field(default_factory=list)
 
     @property
     def worst_s(self) -> float:
@@ -103,7 +104,7 @@ class BatchWaits:
         return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered))) - 1))]
 
 
-def time_batch_waits(loader: Iterable[Any], step_s: float = 0.0, key: Optional[Callable[[Any], Any]] = None,
+def time_batch_waits(loader: Iterable[Any], step_s: float = 0.0, key: Callable[[Any], Any] | None = None,
                      startup_batches: int = 1) -> BatchWaits:
     """Iterate one epoch of ``loader``, sleeping ``step_s`` after every batch (a training step that leaves the CPU
     to the workers, as one on a GPU does), and time the wait for each batch.
@@ -114,9 +115,9 @@ def time_batch_waits(loader: Iterable[Any], step_s: float = 0.0, key: Optional[C
         raise LabkitValueError(f"step_s={step_s}: a step of 0 s or more")
     if startup_batches < 1:
         raise LabkitValueError(f"startup_batches={startup_batches}: at least the first batch is start-up")
-    waits: List[float] = []
-    keys: List[Any] = []
-    first: Optional[float] = None
+    waits: list[float] = []
+    keys: list[Any] = []
+    first: float | None = None
     watch = Stopwatch()
     arrived = 0.0
     for seen, (waited, batch) in enumerate(timed(loader), 1):

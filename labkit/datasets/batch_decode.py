@@ -16,7 +16,8 @@ substituted as without the batch path.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import torch
 from torch.utils.data import get_worker_info
@@ -29,7 +30,7 @@ from labkit.decode.batch_crop import BoxesFor, ShareCropper, ShareOutcome, Sourc
 T = TypeVar("T")
 
 
-def threads_here(asked: Optional[int]) -> int:
+def threads_here(asked: int | None) -> int:
     """The decoding threads this process uses: ``asked``, or the share of the cores a DataLoader worker
     (or the main process) is due."""
     if asked is not None:
@@ -50,20 +51,20 @@ class BatchDecoder:
     article's 6.5), and Python 3.12+ warns on every such fork.
     """
 
-    def __init__(self, threads: Optional[int] = None) -> None:
+    def __init__(self, threads: int | None = None) -> None:
         self.threads = threads
 
     def __repr__(self) -> str:
         return f"BatchDecoder(threads={self.threads if self.threads is not None else 'auto'})"
 
-    def map_shares(self, work: Callable[[Sequence[int]], T], rows: Sequence[int]) -> List[T]:
+    def map_shares(self, work: Callable[[Sequence[int]], T], rows: Sequence[int]) -> list[T]:
         """``work(share)`` for contiguous shares of ``rows``, one per thread (the calling thread takes the first, unless
         torch's kernels must run on one thread each: see below), and what each returned, in share order; the first
         exception any raised is raised here."""
         threads = max(1, min(threads_here(self.threads), len(rows)))
         shares = [rows[k * len(rows) // threads:(k + 1) * len(rows) // threads] for k in range(threads)]
-        results: List[Any] = [None] * threads
-        raised: List[BaseException] = []
+        results: list[Any] = [None] * threads
+        raised: list[BaseException] = []
         # torch's kernels (the resize) each start torch.get_num_threads() OpenMP threads: with several decode threads
         # in a process that keeps more than one (the main process; a worker keeps one), they would fight over the
         # cores. So each decode thread then runs its kernels on one thread (an OpenMP setting of that thread alone),
@@ -95,10 +96,10 @@ class BatchDecoder:
         return results
 
     def load_rows(self, batch: torch.Tensor, rows: Sequence[int], load: Callable[[int], torch.Tensor],
-                  failures: Tuple[type, ...]) -> List[int]:
+                  failures: tuple[type, ...]) -> list[int]:
         """Row ``k`` of ``batch`` = ``load(k)`` for each of ``rows`` (one call a sample: the path for decoders and
         storage without a batch loop of their own); the rows whose load raised one of ``failures``."""
-        def work(share: Sequence[int]) -> List[int]:
+        def work(share: Sequence[int]) -> list[int]:
             failed = []
             for k in share:
                 try:
@@ -117,7 +118,7 @@ class BatchDecoder:
                             sorted(k for o in outcomes for k in o.handed_back))
 
 
-def batch_tensor(rows: int, image_shape: Tuple[int, ...], out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def batch_tensor(rows: int, image_shape: tuple[int, ...], out: torch.Tensor | None = None) -> torch.Tensor:
     """A uint8 batch of ``rows`` images of ``image_shape``: ``out`` (a batch slot) where given, checked, else new."""
     shape = (rows, *image_shape)
     if out is not None and (tuple(out.shape) != shape or out.dtype != torch.uint8):

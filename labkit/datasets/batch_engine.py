@@ -17,7 +17,8 @@ the engine does the rest, the same for every storage kind:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
 class BatchEngine:
     """Fetches a dataset's samples: its decode threads (``threads``), its ``on_error`` policy and the skip log."""
 
-    def __init__(self, on_error: str = "raise", threads: Optional[int] = None) -> None:
+    def __init__(self, on_error: str = "raise", threads: int | None = None) -> None:
         check_on_error(on_error)
         self.on_error = on_error
         self.skips = SkipPolicy() if on_error == "skip" else None
@@ -48,27 +49,27 @@ class BatchEngine:
         return f"BatchEngine(on_error={self.on_error!r}, threads={self.threads if self.threads is not None else 'auto'})"
 
     @property
-    def threads(self) -> Optional[int]:
+    def threads(self) -> int | None:
         """Threads that decode a batch in each process that fetches one; None: its share of the cores."""
         return self.decoder.threads
 
     @threads.setter
-    def threads(self, threads: Optional[int]) -> None:
+    def threads(self, threads: int | None) -> None:
         self.decoder.threads = threads
 
     @staticmethod
-    def check_index(dataset: "LabeledImageDataset", index: int) -> int:
+    def check_index(dataset: LabeledImageDataset, index: int) -> int:
         """``index`` (negative from the end) as a position in ``dataset``; a clear error where it is out of range."""
         n = len(dataset)
         if not -n <= index < n:
             raise LabkitIndexError(f"sample index {index} out of range for a dataset of {n} samples")
         return int(index) % n
 
-    def check_indices(self, dataset: "LabeledImageDataset", indices: Sequence[int]) -> List[int]:
+    def check_indices(self, dataset: LabeledImageDataset, indices: Sequence[int]) -> list[int]:
         """`check_index` of a whole batch, at once."""
         return wrap_indices(indices, len(dataset), lambda i: self.check_index(dataset, i)).tolist()
 
-    def load(self, dataset: "LabeledImageDataset", index: int, epoch: int) -> "Sample":
+    def load(self, dataset: LabeledImageDataset, index: int, epoch: int) -> Sample:
         """Sample ``index`` (checked) in ``epoch`` through the dataset's transform, with its label; a `SampleError`
         naming it where it cannot be read or decoded."""
         try:
@@ -81,7 +82,7 @@ class BatchEngine:
             image = dataset.transform(image)
         return image, int(dataset.labels[index])
 
-    def sample(self, dataset: "LabeledImageDataset", index: int) -> "Sample":
+    def sample(self, dataset: LabeledImageDataset, index: int) -> Sample:
         """``dataset[index]``: in the epoch of the fetch's scope (else the dataset's), substituted under ``skip``."""
         epoch = epoch_of(index, dataset.epoch)
         index = self.check_index(dataset, index)
@@ -89,14 +90,14 @@ class BatchEngine:
             return self.load(dataset, index, epoch)
         return self.skips.fetch(index, len(dataset), lambda i: self.load(dataset, i, epoch), dataset.sample_path)
 
-    def batch(self, dataset: "LabeledImageDataset", indices: Sequence[int],
-              out: Optional[torch.Tensor] = None) -> List["Sample"]:
+    def batch(self, dataset: LabeledImageDataset, indices: Sequence[int],
+              out: torch.Tensor | None = None) -> list[Sample]:
         """``dataset.__getitems__(indices)``: samples in the order asked, read in storage order; the images the rows of
         one uint8 tensor (``out`` where given) where every image has one shape and there is no ``transform``."""
         checked = self.check_indices(dataset, indices)
         order = np.argsort(dataset.storage_order(checked), kind="stable").tolist()
         if not (dataset.fills_batches and dataset.transform is None and dataset.size is not None and checked):
-            samples: List["Sample"] = [None] * len(checked)  # type: ignore[list-item]
+            samples: list[Sample] = [None] * len(checked)  # type: ignore[list-item]
             for k in order:
                 samples[k] = self.sample(dataset, indices[k])  # as it came, in this thread's epoch scope
             return samples
@@ -115,8 +116,8 @@ class BatchEngine:
             batch[k].copy_(image)
         return list(zip(batch, labels))
 
-    def _decode_rows(self, dataset: "LabeledImageDataset", batch: torch.Tensor, order: List[int], rows: np.ndarray,
-                     epochs: np.ndarray) -> List[int]:
+    def _decode_rows(self, dataset: LabeledImageDataset, batch: torch.Tensor, order: list[int], rows: np.ndarray,
+                     epochs: np.ndarray) -> list[int]:
         """Rows ``order`` of ``batch`` decoded from samples ``rows`` in ``epochs``: read once, decoded by each thread's
         share; the rows that failed."""
         try:
@@ -141,7 +142,7 @@ class BatchEngine:
         return sorted(failed + self.decoder.load_rows(batch, apart, load, LOAD_ERRORS))
 
     @staticmethod
-    def _boxes_for(dataset: "LabeledImageDataset", rows: np.ndarray, epochs: np.ndarray) -> BoxesFor:
+    def _boxes_for(dataset: LabeledImageDataset, rows: np.ndarray, epochs: np.ndarray) -> BoxesFor:
         """The batch's plan for a share of it: its rows' crop boxes (or whole images, for a plain resize), drawn
         together from their indices and epochs."""
         crop = dataset.crop
@@ -149,7 +150,7 @@ class BatchEngine:
             return lambda share, image_hw: whole_images(image_hw)
         return lambda share, image_hw: crop.draw_many(image_hw, rows[share], epochs[share])
 
-    def skipped_since(self, mark: int) -> List[SkipRecord]:
+    def skipped_since(self, mark: int) -> list[SkipRecord]:
         """Broken samples met after ``mark`` (from `skip_mark`); none where ``on_error`` is not ``skip``."""
         return self.skips.since(mark) if self.skips is not None else []
 

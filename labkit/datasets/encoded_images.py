@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Callable, List, Optional, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,8 +19,8 @@ from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.string_table import PathLike, StringTable
 from labkit.datasets.labeled_images import Crop, LabeledImageDataset, class_labels, crop_note, output_hw
 from labkit.datasets.sample_errors import check_on_error
-from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.batch_crop import ShareCropper
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.registry import decoder_info, get_decoder, preferred_decoder
 from labkit.storage.image_folder import scan_image_folder
 
@@ -28,9 +29,9 @@ class EncodedImages:
     """What the datasets of encoded images share: their decoder, the size they decode to, and the decode and crop
     of one sample's bytes. Mixed in before `LabeledImageDataset`."""
 
-    crop: Optional[Crop]
+    crop: Crop | None
 
-    def use_decoder(self, decoder: Optional[str], size: Size, crop: Optional[Crop], max_pixels: int) -> None:
+    def use_decoder(self, decoder: str | None, size: Size, crop: Crop | None, max_pixels: int) -> None:
         """Decode with ``decoder`` (None: the fastest installed, `preferred_decoder`) to ``size`` or ``crop``'s."""
         self.decoder = preferred_decoder() if decoder is None else decoder
         self._decode = get_decoder(self.decoder)
@@ -38,7 +39,7 @@ class EncodedImages:
         self.max_pixels = max_pixels
 
     @property
-    def crop_share(self) -> Optional[ShareCropper]:
+    def crop_share(self) -> ShareCropper | None:
         """The decoder's own loop over a share of a batch, where its record has one."""
         return decoder_info(self.decoder).crop_share
 
@@ -61,10 +62,10 @@ class ImageFilesDataset(EncodedImages, LabeledImageDataset):
 
     fills_batches = True
 
-    def __init__(self, files: Sequence[PathLike], labels: Sequence[Any], classes: Optional[Sequence[str]] = None,
-                 decoder: Optional[str] = None, size: Size = OUTPUT_SIZE,
-                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, crop: Optional[Crop] = None, decode_threads: Optional[int] = None,
+    def __init__(self, files: Sequence[PathLike], labels: Sequence[Any], classes: Sequence[str] | None = None,
+                 decoder: str | None = None, size: Size = OUTPUT_SIZE,
+                 transform: Callable[[torch.Tensor], Any] | None = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS, crop: Crop | None = None, decode_threads: int | None = None,
                  root: PathLike = "") -> None:
         super().__init__(transform, on_error, crop, decode_threads)
         if isinstance(files, (str, bytes, os.PathLike)):
@@ -84,7 +85,7 @@ class ImageFilesDataset(EncodedImages, LabeledImageDataset):
         with open(self.sample_path(index), "rb") as f:
             return f.read()
 
-    def batch_sources(self, indices: np.ndarray) -> List[str]:
+    def batch_sources(self, indices: np.ndarray) -> list[str]:
         paths = self.relpaths.strings(indices)
         if os.name != "posix" or not self.root:
             return [os.path.join(self.root, path) for path in paths]
@@ -100,10 +101,10 @@ class ImageFolderDataset(ImageFilesDataset):
     """Images in an ImageFolder tree (``root/<class>/<file>``), decoded by ``decoder`` (default: the fastest
     installed, `labkit.decode.registry.preferred_decoder`) to ``size``."""
 
-    def __init__(self, root: PathLike, decoder: Optional[str] = None, size: Size = OUTPUT_SIZE,
-                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, crop: Optional[Crop] = None,
-                 decode_threads: Optional[int] = None) -> None:
+    def __init__(self, root: PathLike, decoder: str | None = None, size: Size = OUTPUT_SIZE,
+                 transform: Callable[[torch.Tensor], Any] | None = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS, crop: Crop | None = None,
+                 decode_threads: int | None = None) -> None:
         check_on_error(on_error)  # before the scan, which may take minutes on a large folder
         index = scan_image_folder(root)
         super().__init__(index.relpaths, index.labels, index.classes, decoder, size, transform, on_error, max_pixels,

@@ -20,7 +20,8 @@ decoded by threads into one tensor, the resumable samplers and the loader's stat
 from __future__ import annotations
 
 import zlib
-from typing import Any, Callable, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,7 +32,7 @@ from labkit.datasets.labeled_images import Crop, LabeledImageDataset, output_hw
 from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.registry import get_decoder, preferred_decoder
 
-Key = Union[str, int]
+Key = str | int
 
 
 def record_bytes(value: Any, where: str) -> bytes:
@@ -59,7 +60,7 @@ def _field(record: Any, key: Key, where: str) -> Any:
 class _RecordLabels:
     """The labels of a `RecordDataset`, read from each record when its image is: no pass over the data."""
 
-    def __init__(self, dataset: "RecordDataset", known: Optional[np.ndarray] = None) -> None:
+    def __init__(self, dataset: RecordDataset, known: np.ndarray | None = None) -> None:
         self.dataset = dataset
         self.values = np.full(len(dataset.records), -1, dtype=np.int64) if known is None else known
 
@@ -76,7 +77,7 @@ class _RecordLabels:
             self.dataset.read_raw(int(index))
         return self.values if dtype is None else self.values.astype(dtype)
 
-    def tolist(self) -> List[int]:
+    def tolist(self) -> list[int]:
         return np.asarray(self).tolist()
 
 
@@ -91,9 +92,9 @@ class RecordDataset(EncodedImages, LabeledImageDataset):
     fills_batches = True
 
     def __init__(self, records: Any, image_key: Key = "image", label_key: Key = "label",
-                 classes: Optional[Sequence[str]] = None, decoder: Optional[str] = None, size: Size = OUTPUT_SIZE,
-                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, crop: Optional[Crop] = None, decode_threads: Optional[int] = None) -> None:
+                 classes: Sequence[str] | None = None, decoder: str | None = None, size: Size = OUTPUT_SIZE,
+                 transform: Callable[[torch.Tensor], Any] | None = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS, crop: Crop | None = None, decode_threads: int | None = None) -> None:
         super().__init__(transform, on_error, crop, decode_threads)
         if not (hasattr(records, "__len__") and hasattr(records, "__getitem__")):
             raise LabkitTypeError(f"{type(records).__name__} has no length or no random access: a stream "
@@ -131,8 +132,8 @@ def stream_key(sample: Any, position: int) -> int:
 
 
 def decode_stream(samples: Iterable[Any], image_key: Key = "jpg", label_key: Key = "cls",
-                  decoder: Optional[str] = None, size: Size = OUTPUT_SIZE, crop: Optional[Crop] = None,
-                  epoch: int = 0, max_pixels: int = MAX_PIXELS) -> Iterator[Tuple[torch.Tensor, int]]:
+                  decoder: str | None = None, size: Size = OUTPUT_SIZE, crop: Crop | None = None,
+                  epoch: int = 0, max_pixels: int = MAX_PIXELS) -> Iterator[tuple[torch.Tensor, int]]:
     """Each sample of a stream as (uint8 C×H×W image, label), decoded by labkit: ``crop``'s box drawn from
     (its seed, ``epoch``, the sample's key), else resized to ``size``. Labels may be stored as text
     (WebDataset's ``.cls`` files hold ``b"3"``)."""

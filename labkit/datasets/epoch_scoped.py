@@ -10,7 +10,8 @@ datasets, however deeply wrapped (a ``Subset``, ``random_split``, ``ConcatDatase
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from torch.utils.data import Dataset
 
@@ -35,7 +36,7 @@ class EpochScoped(PassThrough, Dataset):
         with epoch_scope(index.epoch):
             return self.dataset[int(index)]
 
-    def __getitems__(self, indices: Sequence[Any]) -> List[Any]:
+    def __getitems__(self, indices: Sequence[Any]) -> list[Any]:
         epoch = getattr(indices, "epoch", None)
         plain = list(indices) if epoch is not None else indices  # the list torch's fetcher would pass
         fetch = getattr(self.dataset, "__getitems__", None)

@@ -10,7 +10,8 @@ Both read the same records, written to a `SharedLog` from inside each worker:
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from torch.utils.data import Dataset, get_worker_info
 
@@ -35,16 +36,16 @@ class FetchLoggedDataset(PassThrough, Dataset):
     def __len__(self) -> int:
         return len(self.dataset)  # type: ignore[arg-type]
 
-    def _note(self, event: str, indices: List[int], **extra: float) -> None:
+    def _note(self, event: str, indices: list[int], **extra: float) -> None:
         info = get_worker_info()
-        record: Dict[str, Any] = {"worker": info.id if info else -1, "pid": os.getpid(), "event": event,
+        record: dict[str, Any] = {"worker": info.id if info else -1, "pid": os.getpid(), "event": event,
                                   "indices": indices, "time": timestamp(), **extra}
         self.log.append(record)
 
     def __getitem__(self, index: int) -> Any:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> List[Any]:
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
         # ``indices`` goes to the wrapped dataset as it came: a batch sampler may send more than a list
         # (labkit.workers.shared_slots sends the slot to write into with the indices).
         logged = [int(i) for i in indices]

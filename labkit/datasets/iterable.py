@@ -13,8 +13,9 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Union
 
 import numpy as np
 from torch.utils.data import IterableDataset, get_worker_info
@@ -24,7 +25,7 @@ from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.shared_log import SharedLog
 from labkit.storage.pack_format import PackReader
 
-Record = Tuple[Any, int]
+Record = tuple[Any, int]
 ShardSource = Union[str, "os.PathLike[str]", Callable[[], Iterable[Any]]]
 
 
@@ -50,7 +51,7 @@ BALANCE = ("hold_back", "repeat")
 @dataclass(frozen=True)
 class _Split:
     order: np.ndarray  # shard indices in the epoch's order
-    lengths: List[int]  # their record counts, in that order
+    lengths: list[int]  # their record counts, in that order
     total: int
     offset: int  # where the rotated sequence starts
     each: int  # records per consumer
@@ -65,11 +66,11 @@ class EpochPlan:
     consumers: int
     per_consumer: int
     total: int
-    held_back: List[Tuple[str, int]]  # (shard, record index) not yielded this epoch ("hold_back")
+    held_back: list[tuple[str, int]]  # (shard, record index) not yielded this epoch ("hold_back")
     repeated: int  # records yielded twice to fill the short consumers ("repeat")
 
-    def held_back_by_shard(self) -> Dict[str, int]:
-        counts: Dict[str, int] = {}
+    def held_back_by_shard(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
         for shard, _ in self.held_back:
             counts[shard] = counts.get(shard, 0) + 1
         return counts
@@ -124,9 +125,9 @@ class ShardedIterableDataset(IterableDataset):
     the start of each iteration.
     """
 
-    def __init__(self, shards: Sequence[ShardSource], decode: Optional[Callable[[Any], Any]] = None,
-                 shuffle_buffer: int = 0, seed: int = 0, rank: Optional[int] = None,
-                 world_size: Optional[int] = None, balance: str = "hold_back") -> None:
+    def __init__(self, shards: Sequence[ShardSource], decode: Callable[[Any], Any] | None = None,
+                 shuffle_buffer: int = 0, seed: int = 0, rank: int | None = None,
+                 world_size: int | None = None, balance: str = "hold_back") -> None:
         if not shards:
             raise LabkitValueError("ShardedIterableDataset needs at least one shard")
         if balance not in BALANCE:
@@ -135,7 +136,7 @@ class ShardedIterableDataset(IterableDataset):
         self.decode, self.shuffle_buffer, self.seed = decode, shuffle_buffer, seed
         self.rank, self.world_size, self.balance = rank, world_size, balance
         self.epoch = 0
-        self._lengths: Optional[List[int]] = None
+        self._lengths: list[int] | None = None
         self._plans = SharedLog("labkit-plans-") if self._balanced else None
 
     @property
@@ -146,7 +147,7 @@ class ShardedIterableDataset(IterableDataset):
         """Use ``epoch``'s shard order next (with persistent workers, before the workers start)."""
         self.epoch = epoch
 
-    def _shard_lengths(self) -> List[int]:
+    def _shard_lengths(self) -> list[int]:
         if self._lengths is None:
             self._lengths = [len(PackReader(s)) for s in self.shards]
         return self._lengths
@@ -170,7 +171,7 @@ class ShardedIterableDataset(IterableDataset):
                              "with balance='hold_back': use fewer workers, or balance='repeat'")
         return _Split(order, [lengths[k] for k in order], total, offset, each)
 
-    def _run(self, split: _Split, start: int, length: int) -> Iterator[Tuple[int, int]]:
+    def _run(self, split: _Split, start: int, length: int) -> Iterator[tuple[int, int]]:
         """(shard, record index) of ``length`` records from position ``start`` of the sequence, wrapping
         round at its end: a few contiguous ranges of a few shards, walked lazily."""
         if length <= 0:
@@ -200,7 +201,7 @@ class ShardedIterableDataset(IterableDataset):
         return EpochPlan(epoch, consumers, split.each, split.total, held, max(0, split.each * consumers - split.total))
 
     @property
-    def plans(self) -> List[EpochPlan]:
+    def plans(self) -> list[EpochPlan]:
         """The plans this rank's consumers iterated by, one per epoch (logged by worker 0)."""
         if self._plans is None:
             return []
@@ -208,7 +209,7 @@ class ShardedIterableDataset(IterableDataset):
 
     def _pack_records(self, consumer: int, consumers: int, epoch: int) -> Iterator[Any]:
         split = self._split(consumers, epoch)
-        opened: Dict[int, _PackShard] = {}
+        opened: dict[int, _PackShard] = {}
         for shard, index in self._run(split, split.offset + consumer * split.each, split.each):
             if shard not in opened:
                 opened[shard] = _PackShard(self.shards[shard])
@@ -228,7 +229,7 @@ class ShardedIterableDataset(IterableDataset):
                 shard = _PackShard(source)
                 yield from (shard.record(i) for i in range(consumer, len(shard), consumers))
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         # Resolved here, in the process that pickles the dataset for a spawned worker: the worker has no
         # process group, and would take itself for rank 0 of 1.
         state = dict(self.__dict__)
@@ -255,7 +256,7 @@ class ShardedIterableDataset(IterableDataset):
 
 
 def _shuffled(records: Iterable[Any], size: int, rng: np.random.Generator) -> Iterator[Any]:
-    buffer: List[Any] = []
+    buffer: list[Any] = []
     for record in records:
         if len(buffer) < size:
             buffer.append(record)
@@ -282,7 +283,7 @@ class LiveStreamDataset(IterableDataset):
     so workers inherit its queue.
     """
 
-    def __init__(self, stream: "Stream", decode: Optional[Callable[[Any], Any]] = None,
+    def __init__(self, stream: Stream, decode: Callable[[Any], Any] | None = None,
                  poll_s: float = 0.5) -> None:
         self.stream, self.decode, self.poll_s = stream, decode, poll_s
 
@@ -305,10 +306,10 @@ class LiveStreamDataset(IterableDataset):
 class Stream:
     """A bounded multiprocessing queue with an end marker: the producer's side of a live stream."""
 
-    def __init__(self, maxsize: int = 64, context: Optional[str] = None) -> None:
+    def __init__(self, maxsize: int = 64, context: str | None = None) -> None:
         self.queue = mp.get_context(context).Queue(maxsize)
 
-    def put(self, record: Any, timeout: Optional[float] = None) -> None:
+    def put(self, record: Any, timeout: float | None = None) -> None:
         """Blocks while the buffer is full: the consumer sets the pace."""
         self.queue.put(record, timeout=timeout)
 

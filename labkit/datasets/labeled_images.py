@@ -27,7 +27,8 @@ its log, and the batch's shared memory belong to the engine (`labkit.datasets.ba
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,19 +37,19 @@ from torch.utils.data import Dataset
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.datasets.batch_engine import BatchEngine
 from labkit.datasets.sample_errors import SkipRecord
-from labkit.decode.decoder_contract import Size, target_hw
 from labkit.decode.batch_crop import ShareCropper, Source
 from labkit.decode.center_crop import CenterCrop
+from labkit.decode.decoder_contract import Size, target_hw
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import crops_in_decode
 
 #: A crop found before the decode: random-resized for training, central for evaluation.
-Crop = Union[RandomResizedCrop, CenterCrop]
+Crop = RandomResizedCrop | CenterCrop
 #: One sample as a dataset hands it out: the image (after the transform) and its class index.
-Sample = Tuple[Any, int]
+Sample = tuple[Any, int]
 
 
-def output_hw(size: Size, default: Size, crop: Optional[Crop]) -> Optional[Tuple[int, int]]:
+def output_hw(size: Size, default: Size, crop: Crop | None) -> tuple[int, int] | None:
     """The size a dataset's samples come out at: ``size``, or the crop's own, never both without a word."""
     if crop is None:
         return target_hw(size)
@@ -58,7 +59,7 @@ def output_hw(size: Size, default: Size, crop: Optional[Crop]) -> Optional[Tuple
     return crop.output_hw
 
 
-def crop_note(crop: Optional[Crop], decoder: str) -> str:
+def crop_note(crop: Crop | None, decoder: str) -> str:
     """How a dataset's repr says what its crop does: ``", random-resized crops inside the decode"``; "" with none."""
     if crop is None:
         return ""
@@ -67,7 +68,7 @@ def crop_note(crop: Optional[Crop], decoder: str) -> str:
     return f", {kind} {where}"
 
 
-def class_labels(labels: Sequence[Any], classes: Optional[Sequence[str]], where: str) -> Tuple[np.ndarray, List[str]]:
+def class_labels(labels: Sequence[Any], classes: Sequence[str] | None, where: str) -> tuple[np.ndarray, list[str]]:
     """Labels as class indices, and the class names: names are looked up in ``classes`` (sorted, as an
     ImageFolder's, when not given); indices must be below ``len(classes)`` (default: the largest + 1)."""
     if len(labels) and isinstance(labels[0], str):
@@ -96,13 +97,13 @@ class LabeledImageDataset(Dataset):
     decoded by threads straight into one tensor, all through the dataset's `BatchEngine` (``engine``)."""
 
     labels: np.ndarray
-    classes: List[str]
-    size: Optional[Tuple[int, int]] = None  #: every image's (height, width); None where they differ
+    classes: list[str]
+    size: tuple[int, int] | None = None  #: every image's (height, width); None where they differ
     fills_batches = False  #: whether `__getitems__` can decode a batch into one tensor (images of one shape)
     max_pixels: int  #: the largest image a decoder accepts (datasets that decode set it)
 
-    def __init__(self, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
-                 crop: Optional[Crop] = None, decode_threads: Optional[int] = None) -> None:
+    def __init__(self, transform: Callable[[torch.Tensor], Any] | None, on_error: str,
+                 crop: Crop | None = None, decode_threads: int | None = None) -> None:
         self.engine = BatchEngine(on_error, decode_threads)
         if crop is not None and not isinstance(crop, (RandomResizedCrop, CenterCrop)):
             raise LabkitTypeError(f"crop={crop!r}: pass a labkit RandomResizedCrop (training) or CenterCrop "
@@ -118,12 +119,12 @@ class LabeledImageDataset(Dataset):
         return self.engine.on_error
 
     @property
-    def decode_threads(self) -> Optional[int]:
+    def decode_threads(self) -> int | None:
         """Threads that decode a batch in each process that fetches one; None: its share of the cores."""
         return self.engine.threads
 
     @decode_threads.setter
-    def decode_threads(self, threads: Optional[int]) -> None:
+    def decode_threads(self, threads: int | None) -> None:
         self.engine.threads = threads
 
     # What a storage kind says. Read and decode are separate so that a profiler can time them apart
@@ -144,7 +145,7 @@ class LabeledImageDataset(Dataset):
         """Where sample ``index`` comes from, for error messages and reports."""
         raise NotImplementedError
 
-    def batch_sources(self, indices: np.ndarray) -> Optional[List[Source]]:
+    def batch_sources(self, indices: np.ndarray) -> list[Source] | None:
         """Samples ``indices`` (checked) for a batch, in one call: their bytes where the storage reads a batch at once
         (a pack: one slice of its offsets, every checksum checked), or their files' paths, each read by the thread
         that decodes it (the reads then overlap); None where the storage has neither (one `read_raw` a sample)."""
@@ -155,12 +156,12 @@ class LabeledImageDataset(Dataset):
         them decoded at the output size (a decoded pack, no crop); False where they must be decoded."""
         return False
 
-    def storage_order(self, indices: List[int]) -> np.ndarray:
+    def storage_order(self, indices: list[int]) -> np.ndarray:
         """A key that sorts ``indices`` into the order the storage holds them (a batch is read in that order)."""
         return np.asarray(indices)
 
     @property
-    def crop_share(self) -> Optional[ShareCropper]:
+    def crop_share(self) -> ShareCropper | None:
         """The decoder's own loop over a share of a batch (`labkit.decode.batch_crop`), or None (a call a sample)."""
         return None
 
@@ -180,14 +181,14 @@ class LabeledImageDataset(Dataset):
     def __getitem__(self, index: int) -> Sample:
         return self.engine.sample(self, index)
 
-    def __getitems__(self, indices: Sequence[int], out: Optional[torch.Tensor] = None) -> List[Sample]:
+    def __getitems__(self, indices: Sequence[int], out: torch.Tensor | None = None) -> list[Sample]:
         """A batch of samples, read in storage order (better locality), returned in the order asked
         (`labkit.datasets.batch_engine.BatchEngine.batch`): where every image has one shape and there is no
         ``transform``, the rows of one uint8 tensor, ``out`` if given (a batch slot: `labkit.workers.shared_slots`)."""
         return self.engine.batch(self, indices, out)
 
     @property
-    def skipped(self) -> List[SkipRecord]:
+    def skipped(self) -> list[SkipRecord]:
         """The running total under ``on_error="skip"``: each broken sample found so far (by any process,
         in any epoch, since the dataset was made or `clear_skipped`), once, with its substitutions added up.
 
@@ -200,7 +201,7 @@ class LabeledImageDataset(Dataset):
         """A point in the skip log; `skipped_since` reports only what happened after it."""
         return self.engine.skip_mark()
 
-    def skipped_since(self, mark: int) -> List[SkipRecord]:
+    def skipped_since(self, mark: int) -> list[SkipRecord]:
         """Broken samples met after ``mark`` (from `skip_mark`), once each, with the substitutions made since."""
         return self.engine.skipped_since(mark)
 

@@ -7,7 +7,8 @@ table, every checksum checked, in file order.
 
 from __future__ import annotations
 
-from typing import Any, Callable, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -16,8 +17,8 @@ from labkit.core.errors import LabkitValueError
 from labkit.core.string_table import PathLike
 from labkit.datasets.encoded_images import EncodedImages
 from labkit.datasets.labeled_images import Crop, LabeledImageDataset, crop_note
-from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size, target_hw
 from labkit.decode.crop_box import crop_resize_flip
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size, target_hw
 from labkit.storage.pack_format import PackReader
 
 
@@ -25,9 +26,9 @@ class PackBackedDataset(LabeledImageDataset):
     """What the pack datasets share: the reader, labels and classes from its index, paths for messages,
     and batched reads in file order."""
 
-    def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]], on_error: str,
-                 check_crc: bool, kind: str, wrong_kind: str, crop: Optional[Crop] = None,
-                 decode_threads: Optional[int] = None) -> None:
+    def __init__(self, pack_path: PathLike, transform: Callable[[torch.Tensor], Any] | None, on_error: str,
+                 check_crc: bool, kind: str, wrong_kind: str, crop: Crop | None = None,
+                 decode_threads: int | None = None) -> None:
         super().__init__(transform, on_error, crop, decode_threads)
         self.reader = PackReader(pack_path, check_crc=check_crc)
         if self.reader.kind != kind:
@@ -38,7 +39,7 @@ class PackBackedDataset(LabeledImageDataset):
     def sample_path(self, index: int) -> str:
         return f"{self.reader.path}:{self.reader.paths[index]}"
 
-    def storage_order(self, indices: List[int]) -> np.ndarray:
+    def storage_order(self, indices: list[int]) -> np.ndarray:
         return self.reader.records["offset"][indices]
 
 
@@ -48,10 +49,10 @@ class PackedDataset(EncodedImages, PackBackedDataset):
 
     fills_batches = True
 
-    def __init__(self, pack_path: PathLike, decoder: Optional[str] = None, size: Size = OUTPUT_SIZE,
-                 transform: Optional[Callable[[torch.Tensor], Any]] = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Optional[Crop] = None,
-                 decode_threads: Optional[int] = None) -> None:
+    def __init__(self, pack_path: PathLike, decoder: str | None = None, size: Size = OUTPUT_SIZE,
+                 transform: Callable[[torch.Tensor], Any] | None = None, on_error: str = "raise",
+                 max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Crop | None = None,
+                 decode_threads: int | None = None) -> None:
         super().__init__(pack_path, transform, on_error, check_crc, "encoded",
                          "holds decoded arrays; open it with DecodedArrayDataset", crop, decode_threads)
         self.use_decoder(decoder, size, crop, max_pixels)
@@ -59,7 +60,7 @@ class PackedDataset(EncodedImages, PackBackedDataset):
     def read_raw(self, index: int) -> bytes:
         return self.reader.read(index)
 
-    def batch_sources(self, indices: np.ndarray) -> List[bytes]:
+    def batch_sources(self, indices: np.ndarray) -> list[bytes]:
         return self.reader.read_many(indices)
 
     def __repr__(self) -> str:
@@ -76,9 +77,9 @@ class DecodedArrayDataset(PackBackedDataset):
 
     fills_batches = True
 
-    def __init__(self, pack_path: PathLike, transform: Optional[Callable[[torch.Tensor], Any]] = None,
+    def __init__(self, pack_path: PathLike, transform: Callable[[torch.Tensor], Any] | None = None,
                  on_error: str = "raise", size: Size = None, check_crc: bool = True,
-                 crop: Optional[Crop] = None, decode_threads: Optional[int] = None) -> None:
+                 crop: Crop | None = None, decode_threads: int | None = None) -> None:
         super().__init__(pack_path, transform, on_error, check_crc, "decoded",
                          "holds encoded images; open it with PackedDataset, or make a decoded pack with "
                          "`labkit pack --decoded SIZE`", crop, decode_threads)
@@ -86,7 +87,7 @@ class DecodedArrayDataset(PackBackedDataset):
         if size is not None and target_hw(size) != stored:
             raise LabkitValueError(f"{self.reader.path}: images are stored at {stored[0]}x{stored[1]}, not {size}; "
                              "re-pack with `labkit pack --decoded` at the size you need")
-        self.stored_hw: Tuple[int, int] = (int(stored[0]), int(stored[1]))
+        self.stored_hw: tuple[int, int] = (int(stored[0]), int(stored[1]))
         self.size = self.stored_hw if crop is None else crop.output_hw
 
     def read_raw(self, index: int) -> np.ndarray:

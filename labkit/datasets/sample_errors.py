@@ -8,7 +8,6 @@ DataLoader worker alike; under ``on_error="skip"`` each broken sample becomes on
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode.decoder_contract import DecodeError
@@ -25,7 +24,7 @@ LASTING_ERRORS = (DecodeError, PackError, FileNotFoundError, IsADirectoryError, 
 class SampleError(LabkitError, RuntimeError):
     """One sample could not be loaded; the message names its index, its path and the fix."""
 
-    def __init__(self, message: str, index: Optional[int] = None, path: Optional[str] = None) -> None:
+    def __init__(self, message: str, index: int | None = None, path: str | None = None) -> None:
         # One positional argument, so DataLoader can re-raise it in the main process.
         super().__init__(message)
         self.index = index

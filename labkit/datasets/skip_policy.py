@@ -11,7 +11,8 @@ Samples a process already found broken are passed over without being decoded aga
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Dict, List, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from labkit.core.shared_log import SharedLog
 from labkit.datasets.sample_errors import LASTING_ERRORS, SampleError, SkipRecord
@@ -28,10 +29,10 @@ def probe_stride(n: int) -> int:
     return stride
 
 
-def summarise_skips(events: List[Dict[str, Any]]) -> List[SkipRecord]:
+def summarise_skips(events: list[dict[str, Any]]) -> list[SkipRecord]:
     """One record per broken sample, oldest first, substitutions added up over every process."""
-    first: Dict[int, Dict[str, Any]] = {}
-    substitutions: Dict[int, int] = {}
+    first: dict[int, dict[str, Any]] = {}
+    substitutions: dict[int, int] = {}
     for e in events:
         first.setdefault(e["index"], e)
         substitutions[e["index"]] = substitutions.get(e["index"], 0) + int(e["substituted"])
@@ -44,7 +45,7 @@ class SkipPolicy:
 
     def __init__(self) -> None:
         self.log = SharedLog("labkit-skips-")
-        self.known_broken: Dict[int, str] = {}  # this process's: index -> error, never decoded again here
+        self.known_broken: dict[int, str] = {}  # this process's: index -> error, never decoded again here
 
     def fetch(self, index: int, n: int, load: Callable[[int], T], path_of: Callable[[int], str]) -> T:
         """``load(index)``, or ``load`` of its substitute where ``index`` raises `SampleError` (each broken sample met
@@ -76,7 +77,7 @@ class SkipPolicy:
         """A point in the log; `since` reports only what happened after it."""
         return self.log.mark()
 
-    def since(self, mark: int) -> List[SkipRecord]:
+    def since(self, mark: int) -> list[SkipRecord]:
         """Broken samples met after ``mark``, once each, with the substitutions made since."""
         return summarise_skips(self.log.records(since=mark))
 

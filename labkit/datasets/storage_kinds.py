@@ -6,7 +6,8 @@ this decoder, at this size": one function answers, so a kind added or changed is
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -24,8 +25,8 @@ ENCODED_PACK = "encoded pack"  # a pack's encoded files as byte tensors, left fo
 STORAGE_KINDS = (FOLDER, PACK, DECODED_PACK, ENCODED_PACK)
 
 
-def open_images(kind: str, path: PathLike, decoder: Optional[str] = None, size: Size = OUTPUT_SIZE, *,
-                transform: Optional[Callable[[torch.Tensor], Any]] = None, crop: Optional[Crop] = None,
+def open_images(kind: str, path: PathLike, decoder: str | None = None, size: Size = OUTPUT_SIZE, *,
+                transform: Callable[[torch.Tensor], Any] | None = None, crop: Crop | None = None,
                 check_crc: bool = True) -> LabeledImageDataset:
     """The images at ``path``, stored as ``kind`` (one of `STORAGE_KINDS`), as a labkit dataset: decoded by
     ``decoder`` (default: the fastest installed) to ``size``, each image through ``transform``, cropped by

@@ -14,21 +14,21 @@ those of `labkit.decode.simplejpeg_decoder.crop_simplejpeg` for the same box, bi
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, List, Sequence, Union
 
 import numpy as np
 import torch
 
-from labkit.decode.resize import resize_uint8
 from labkit.decode.crop_box import CropBoxes
 from labkit.decode.jpeg_orientation import exif_orientation, rotates
+from labkit.decode.resize import resize_uint8
 from labkit.decode.simplejpeg_decoder import JPEG_START, OWN_COLORSPACES, as_displayed
 
 #: (rows of the batch, each image's displayed (height, width)) -> their boxes: the batch's plan, asked for a share.
 BoxesFor = Callable[[np.ndarray, np.ndarray], CropBoxes]
 #: A sample's encoded bytes, or the path of the file holding them (read by the thread that decodes it).
-Source = Union[bytes, str]
+Source = bytes | str
 _EXIF = b"Exif\x00\x00"
 _MARKER_SPAN = 65536  # an APP1 segment starts within the first 64 KiB (its length field is 16 bits)
 
@@ -38,8 +38,8 @@ class ShareOutcome:
     """What a share left to its caller: rows that failed (unreadable, undecodable, too large) and rows handed back
     (files this path does not decode)."""
 
-    failed: List[int] = field(default_factory=list)
-    handed_back: List[int] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+    handed_back: list[int] = field(default_factory=list)
 
 
 #: A decoder's batch loop: (rows, sources, boxes_for, out batch, max_pixels) -> what it left to the caller.
@@ -54,10 +54,10 @@ def crop_share_simplejpeg(rows: Sequence[int], sources: Sequence[Source], boxes_
 
     decode_header, decode = simplejpeg.decode_jpeg_header, simplejpeg.decode_jpeg
     outcome = ShareOutcome()
-    kept: List[int] = []
-    raws: List[bytes] = []
-    stored: List[tuple] = []
-    orientations: List[int] = []
+    kept: list[int] = []
+    raws: list[bytes] = []
+    stored: list[tuple] = []
+    orientations: list[int] = []
     for k in rows:
         raw = sources[k]
         try:

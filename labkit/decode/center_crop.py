@@ -13,14 +13,14 @@ validation set differ only in it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any
 
 import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.decoder_contract import MAX_PIXELS, Size, output_hw_of, target_hw
 from labkit.decode.crop_box import CropBox, CropBoxes, image_sizes
+from labkit.decode.decoder_contract import MAX_PIXELS, Size, output_hw_of, target_hw
 from labkit.decode.registry import decoder_info
 
 
@@ -41,7 +41,7 @@ class CenterCrop:
                                    f"pixels at least as large as the crop {hw} (torchvision's evaluation: 256 for 224)")
 
     @property
-    def output_hw(self) -> Tuple[int, int]:
+    def output_hw(self) -> tuple[int, int]:
         """(height, width) of the images it makes."""
         return output_hw_of(self.size)
 

@@ -8,8 +8,9 @@ size *before* it, so a decoder can decode only the detail the box needs. Every d
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -18,8 +19,8 @@ from labkit.core.errors import LabkitValueError
 
 DCT_SCALES = (8, 4, 2, 1)  # the power-of-two reductions libjpeg offers, largest first
 #: torchvision's ``RandomResizedCrop`` defaults: the box's share of the image area, and its aspect ratio range.
-DEFAULT_SCALE: Tuple[float, float] = (0.08, 1.0)
-DEFAULT_RATIO: Tuple[float, float] = (3 / 4, 4 / 3)
+DEFAULT_SCALE: tuple[float, float] = (0.08, 1.0)
+DEFAULT_RATIO: tuple[float, float] = (3 / 4, 4 / 3)
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,9 @@ class CropBox:
     height: int
     width: int
     flip: bool
-    image_hw: Tuple[int, int]
+    image_hw: tuple[int, int]
 
-    def scaled(self, hw: Tuple[int, int]) -> Tuple[int, int, int, int]:
+    def scaled(self, hw: tuple[int, int]) -> tuple[int, int, int, int]:
         """(top, left, bottom, right) of this box on the same image decoded at ``hw``, rounded to whole
         pixels and never empty: where a DCT-scaled decode's box lies."""
         # `scaled_edges`'s rule for one box, in plain arithmetic: on a sample's own path a numpy call on one row costs
@@ -117,7 +118,7 @@ class CropBoxes:
         """`scaled_edges` of every box, on its image decoded at ``hw`` (rows of height, width)."""
         return scaled_edges(np.stack([self.top, self.left, self.height, self.width], 1), self.image_hw, hw)
 
-    def reductions(self, output_hw: Tuple[int, int]) -> np.ndarray:
+    def reductions(self, output_hw: tuple[int, int]) -> np.ndarray:
         """Each box's `dct_scale`: the largest JPEG reduction that keeps it at least ``output_hw``."""
         most = np.minimum(self.height / output_hw[0], self.width / output_hw[1])
         scales = np.ones(len(most), dtype=np.int64)
@@ -131,8 +132,8 @@ def image_sizes(image_hw: Any) -> np.ndarray:
     return np.asarray(image_hw, dtype=np.int64).reshape(-1, 2)
 
 
-def draw_boxes(image_hw: Any, uniforms: np.ndarray, scale: Tuple[float, float] = DEFAULT_SCALE,
-               ratio: Tuple[float, float] = DEFAULT_RATIO, flip: float = 0.5) -> CropBoxes:
+def draw_boxes(image_hw: Any, uniforms: np.ndarray, scale: tuple[float, float] = DEFAULT_SCALE,
+               ratio: tuple[float, float] = DEFAULT_RATIO, flip: float = 0.5) -> CropBoxes:
     """torchvision's ``RandomResizedCrop.get_params`` (ten tries, then a central crop) and a flip with probability
     ``flip``, for a whole batch at once: sample ``k``'s box in an image of ``image_hw[k]`` from its row of
     ``uniforms`` (`CROP_DRAWS` of them, as `counter_uniforms` gives)."""
@@ -166,8 +167,8 @@ def draw_boxes(image_hw: Any, uniforms: np.ndarray, scale: Tuple[float, float] =
     return CropBoxes(top, left, box_h, box_w, u[:, 22] < flip, hw)
 
 
-def box_from_draws(height: int, width: int, u: Sequence[float], scale: Tuple[float, float] = DEFAULT_SCALE,
-                   ratio: Tuple[float, float] = DEFAULT_RATIO, flip: float = 0.5) -> CropBox:
+def box_from_draws(height: int, width: int, u: Sequence[float], scale: tuple[float, float] = DEFAULT_SCALE,
+                   ratio: tuple[float, float] = DEFAULT_RATIO, flip: float = 0.5) -> CropBox:
     """One sample's `draw_boxes`, written as torchvision's own ten-try loop over its row of draws: the path of a
     sample fetched alone (``ds[i]``, a decoder without a batch loop), where a vectorised call on one row costs more
     than the loop. The tests hold the two equal, box for box."""
@@ -199,12 +200,12 @@ def whole_images(image_hw: Any) -> CropBoxes:
     return CropBoxes(zeros, zeros, hw[:, 0].copy(), hw[:, 1].copy(), np.zeros(len(hw), dtype=bool), hw)
 
 
-def dct_scale(box: CropBox, output_hw: Tuple[int, int]) -> int:
+def dct_scale(box: CropBox, output_hw: tuple[int, int]) -> int:
     """The largest JPEG reduction (8, 4, 2 or 1) at which ``box`` still has at least ``output_hw`` pixels."""
     return reduction_for(box.height, box.width, output_hw)
 
 
-def reduction_for(height: float, width: float, output_hw: Tuple[int, int]) -> int:
+def reduction_for(height: float, width: float, output_hw: tuple[int, int]) -> int:
     """The largest of `DCT_SCALES` that keeps ``height`` x ``width`` at least ``output_hw``."""
     most = min(height / output_hw[0], width / output_hw[1])
     for scale in DCT_SCALES:
@@ -213,7 +214,7 @@ def reduction_for(height: float, width: float, output_hw: Tuple[int, int]) -> in
     return 1
 
 
-def crop_resize_flip(image: torch.Tensor, box: CropBox, output_hw: Tuple[int, int]) -> torch.Tensor:
+def crop_resize_flip(image: torch.Tensor, box: CropBox, output_hw: tuple[int, int]) -> torch.Tensor:
     """The same crop on a decoded uint8 (C, H, W) image: what a full decode, ``F.resized_crop`` and a flip give."""
     from torchvision.transforms.v2 import functional as F
 

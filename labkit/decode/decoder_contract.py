@@ -11,15 +11,14 @@ as ``ImageFolder`` does), applies the EXIF orientation, and refuses an image who
 from __future__ import annotations
 
 import re
-from typing import Callable, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
 
 from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
 
-
-Size = Union[int, Tuple[int, int], Sequence[int], None]
+Size = int | tuple[int, int] | Sequence[int] | None
 
 
 #: The output side the seed's ablation decodes to (``Resize((256, 256))``), every decoder's default.
@@ -38,7 +37,7 @@ class DecompressionBombError(DecodeError):
     """The image header claims more pixels than the decoder's ``max_pixels``."""
 
 
-def output_hw_of(size: Size) -> Tuple[int, int]:
+def output_hw_of(size: Size) -> tuple[int, int]:
     """`target_hw` of a crop's ``size``, which names an output (never None: refused when the crop is made)."""
     hw = target_hw(size)
     if hw is None:
@@ -46,7 +45,7 @@ def output_hw_of(size: Size) -> Tuple[int, int]:
     return hw
 
 
-def target_hw(size: Size) -> Optional[Tuple[int, int]]:
+def target_hw(size: Size) -> tuple[int, int] | None:
     """``256`` → ``(256, 256)``; ``(h, w)`` stays; ``None`` means keep the decoded size."""
     if size is None:
         return None

@@ -8,7 +8,6 @@ the file with Pillow costs as much as decoding a small image; the tests hold bot
 from __future__ import annotations
 
 import struct
-from typing import Optional
 
 import numpy as np
 
@@ -28,7 +27,7 @@ def exif_orientation(data: bytes) -> int:
     return 1 if exif is None else _orientation_in_tiff(exif)
 
 
-def _first_exif(data: bytes) -> Optional[bytes]:
+def _first_exif(data: bytes) -> bytes | None:
     if data[:2] != b"\xff\xd8":
         return None
     pos, end = 2, len(data)

@@ -7,27 +7,27 @@ the output size, so the box is drawn from whatever header the decoder parses, an
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+from collections.abc import Callable
 
 import torch
 from PIL import Image
 
 from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale
 from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError, Decoder, describe_failure
-from labkit.decode.pil_decoders import open_image, pil_chw, pil_orientation, to_rgb
 from labkit.decode.jpeg_orientation import rotates
+from labkit.decode.pil_decoders import open_image, pil_chw, pil_orientation, to_rgb
 
 Draw = Callable[[int, int], CropBox]
-CropDecoder = Callable[[bytes, Draw, Tuple[int, int], int], torch.Tensor]
+CropDecoder = Callable[[bytes, Draw, tuple[int, int], int], torch.Tensor]
 
 
-def displayed_hw(header: Image.Image) -> Tuple[int, int]:
+def displayed_hw(header: Image.Image) -> tuple[int, int]:
     """(height, width) of an opened image as shown, its EXIF orientation applied (header only, no pixels)."""
     w, h = header.size
     return (w, h) if rotates(pil_orientation(header)) else (h, w)
 
 
-def crop_pil_reduced(data: bytes, draw: Draw, output_hw: Tuple[int, int], max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def crop_pil_reduced(data: bytes, draw: Draw, output_hw: tuple[int, int], max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """The box decoded by Pillow at the largest DCT reduction that keeps it at least ``output_hw`` (a
     PNG at full size), resized (antialiased) and flipped."""
     img = open_image(data, max_pixels)  # parsed once: on small images the header costs as much as the pixels
@@ -53,7 +53,7 @@ def crop_pil_reduced(data: bytes, draw: Draw, output_hw: Tuple[int, int], max_pi
 
 def crop_after_decode(decoder: Decoder) -> CropDecoder:
     """A crop for a decoder that cannot crop: the whole image decoded, then the same box cut and resized."""
-    def crop(data: bytes, draw: Draw, output_hw: Tuple[int, int], max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    def crop(data: bytes, draw: Draw, output_hw: tuple[int, int], max_pixels: int = MAX_PIXELS) -> torch.Tensor:
         full = decoder(data, None, max_pixels)
         return crop_resize_flip(full, draw(*full.shape[-2:]), output_hw)
     crop.__doc__ = f"A full decode by {decoder.__name__}, then the box cut, resized and flipped."

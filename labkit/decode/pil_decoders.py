@@ -10,17 +10,25 @@ from __future__ import annotations
 
 import io
 import warnings
-from typing import Optional
 
 import numpy as np
 import torch
 from PIL import Image, ImageOps
 
+from labkit.decode.decoder_contract import (
+    MAX_PIXELS,
+    OUTPUT_SIZE,
+    DecodeError,
+    DecompressionBombError,
+    Size,
+    describe_failure,
+    failure_reason,
+    refuse_oversized,
+    target_hw,
+)
 from labkit.decode.jpeg_orientation import rotates
-from labkit.decode.stage_laps import StageLaps, lap
-from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, DecodeError, DecompressionBombError, Size, describe_failure, failure_reason, refuse_oversized, target_hw
 from labkit.decode.resize import chw_view, resize_uint8
-
+from labkit.decode.stage_laps import StageLaps, lap
 
 EXIF_ORIENTATION = 0x0112
 
@@ -70,7 +78,7 @@ def pil_to_tensor(img: Image.Image) -> torch.Tensor:
 
 
 def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool,
-                     laps: Optional[StageLaps] = None) -> torch.Tensor:
+                     laps: StageLaps | None = None) -> torch.Tensor:
     hw = target_hw(size)
     img = open_image(data, max_pixels)
     try:
@@ -97,13 +105,13 @@ def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool,
 
 
 def decode_pil(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-               laps: Optional[StageLaps] = None) -> torch.Tensor:
+               laps: StageLaps | None = None) -> torch.Tensor:
     """Full PIL decode, then bilinear resize to ``size`` (the seed's baseline)."""
     return _decode_with_pil(data, size, max_pixels, False, laps)
 
 
 def decode_pil_reduced(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-                       laps: Optional[StageLaps] = None) -> torch.Tensor:
+                       laps: StageLaps | None = None) -> torch.Tensor:
     """JPEG DCT-domain downscale (``Image.draft``) to no less than ``size``, then torch's uint8 resize."""
     return _decode_with_pil(data, size, max_pixels, True, laps)
 

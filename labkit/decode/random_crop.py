@@ -19,14 +19,22 @@ order: a resumed run, or a run with another ``num_workers`` or batch size, draws
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Tuple
+from typing import Any
 
 import torch
 
 from labkit.core.errors import LabkitValueError
+from labkit.decode.crop_box import (
+    CROP_DRAWS,
+    DEFAULT_RATIO,
+    DEFAULT_SCALE,
+    CropBox,
+    CropBoxes,
+    box_from_draws,
+    counter_uniforms,
+    draw_boxes,
+)
 from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError, Size, output_hw_of, target_hw
-from labkit.decode.crop_box import (CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, CropBox, CropBoxes, box_from_draws,
-                                    counter_uniforms, draw_boxes)
 from labkit.decode.registry import decoder_info
 
 
@@ -39,8 +47,8 @@ class RandomResizedCrop:
     """
 
     size: Size = 224
-    scale: Tuple[float, float] = DEFAULT_SCALE
-    ratio: Tuple[float, float] = DEFAULT_RATIO
+    scale: tuple[float, float] = DEFAULT_SCALE
+    ratio: tuple[float, float] = DEFAULT_RATIO
     flip: float = 0.5
     seed: int = 0
 
@@ -56,7 +64,7 @@ class RandomResizedCrop:
             raise LabkitValueError(f"flip={self.flip}: a probability, between 0 and 1")
 
     @property
-    def output_hw(self) -> Tuple[int, int]:
+    def output_hw(self) -> tuple[int, int]:
         """(height, width) of the images it makes."""
         return output_hw_of(self.size)
 
@@ -78,7 +86,7 @@ class RandomResizedCrop:
         return decoder_info(decoder).crop(data, lambda h, w: self.draw(h, w, index, epoch), self.output_hw, max_pixels)
 
 
-def decode_box(data: bytes, box: CropBox, output_hw: Tuple[int, int], decoder: str = "pil-reduced",
+def decode_box(data: bytes, box: CropBox, output_hw: tuple[int, int], decoder: str = "pil-reduced",
                max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """``data`` decoded, cropped to ``box``, resized to ``output_hw`` (antialiased bilinear) and flipped
     if the box says so: a uint8 (3, H, W) tensor."""

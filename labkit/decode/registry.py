@@ -13,20 +13,27 @@ one (the figures, and the machine, are in ``benchmarks/README.md``, "Figures beh
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Dict, FrozenSet, List, Optional, Tuple
 
 import torch
 
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode.batch_crop import ShareCropper
 from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Decoder, Size
-from labkit.decode.pil_decoders import decode_pil, decode_pil_reduced
-from labkit.decode.torch_decoders import TORCHCODEC_FORMATS, TORCHVISION_FORMATS, decode_jpeg_batch, decode_torchcodec, decode_torchvision, torchvision_io
 from labkit.decode.pil_crop import CropDecoder, crop_after_decode, crop_pil_reduced
+from labkit.decode.pil_decoders import decode_pil, decode_pil_reduced
+from labkit.decode.torch_decoders import (
+    TORCHCODEC_FORMATS,
+    TORCHVISION_FORMATS,
+    decode_jpeg_batch,
+    decode_torchcodec,
+    decode_torchvision,
+    torchvision_io,
+)
 
-PILLOW_FORMATS: FrozenSet[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
-JPEG_ONLY: FrozenSet[str] = frozenset({"JPEG"})  # libjpeg-turbo's decoders
+PILLOW_FORMATS: frozenset[str] = frozenset({"JPEG", "PNG", "GIF", "WEBP", "BMP", "TIFF", "PPM", "ICO"})
+JPEG_ONLY: frozenset[str] = frozenset({"JPEG"})  # libjpeg-turbo's decoders
 #: The order in which the kit prefers decoders for speed (measured in benchmarks/train_pipeline.py).
 PREFERRED = ("turbojpeg", "simplejpeg", "pil-reduced")
 #: The decoder name for pixels stored already decoded (a decoded pack): nothing is decoded.
@@ -46,21 +53,21 @@ class DecoderInfo:
     decode: Decoder  #: (bytes, size, max_pixels) -> uint8 (3, H, W), RGB, EXIF applied
     crop: CropDecoder  #: (bytes, draw, output (h, w), max_pixels) -> uint8 (3, h, w): a random-resized crop
     library: str  #: what does the decoding, for tables
-    formats: FrozenSet[str]  #: read by its own library; any other file goes through Pillow
+    formats: frozenset[str]  #: read by its own library; any other file goes through Pillow
     scales_in_decode: bool  #: decodes a JPEG at 1/2, 1/4 or 1/8 when the output needs no more
     crops_in_decode: bool  #: a crop box is decoded at only the detail it needs
     releases_gil: bool  #: threads in one process decode in parallel
     install: str = ""  #: what to install where the library is missing ("" for Pillow and torchvision)
     optional: bool = False  #: from an optional extra of labkit (else every install of labkit has it)
     #: its own loop over a thread's share of a batch (`labkit.decode.batch_crop`); None: one `crop` call a sample
-    crop_share: Optional[ShareCropper] = None
+    crop_share: ShareCropper | None = None
 
 
 def _optional(module: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def _known() -> List[Tuple[DecoderInfo, bool]]:
+def _known() -> list[tuple[DecoderInfo, bool]]:
     """Every decoder the kit knows, with whether its library imports here."""
     from labkit.decode import turbojpeg_region
     from labkit.decode.batch_crop import crop_share_simplejpeg
@@ -89,9 +96,9 @@ def _known() -> List[Tuple[DecoderInfo, bool]]:
 
 _KNOWN = _known()
 #: The decoders installed here, by name, in the order tables show them.
-DECODERS: Dict[str, DecoderInfo] = {info.name: info for info, installed in _KNOWN if installed}
+DECODERS: dict[str, DecoderInfo] = {info.name: info for info, installed in _KNOWN if installed}
 #: The decoders the kit knows whose library is not installed here: name -> what to install.
-MISSING: Dict[str, str] = {info.name: info.install for info, installed in _KNOWN if not installed}
+MISSING: dict[str, str] = {info.name: info.install for info, installed in _KNOWN if not installed}
 
 
 @dataclass(frozen=True)
@@ -103,13 +110,13 @@ class DeviceDecoderInfo:
     name: str
     decode_batch: Callable[..., torch.Tensor]  #: (uint8 byte tensors, size, device) -> uint8 N×3×H×W on the device
     library: str
-    formats: FrozenSet[str]
+    formats: frozenset[str]
     device_type: str  #: the torch device type it decodes on
     install: str  #: what it needs, where it is missing
 
 
 #: Decoders of a whole batch on an accelerator, by name; `device_decoder` says whether this machine has one's device.
-DEVICE_DECODERS: Dict[str, DeviceDecoderInfo] = {
+DEVICE_DECODERS: dict[str, DeviceDecoderInfo] = {
     "nvjpeg": DeviceDecoderInfo("nvjpeg", decode_jpeg_batch, "nvJPEG (torchvision.io.decode_jpeg on CUDA)", JPEG_ONLY,
                                 "cuda", "a CUDA device, with torch and torchvision built for CUDA"),
 }

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import platform
-from typing import Tuple
 
 import numpy as np
 import torch
@@ -27,7 +26,7 @@ NATIVE_UINT8_RESIZE = (torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX5
                  or platform.machine() in ("aarch64", "arm64"))
 
 
-def resize_uint8(image: torch.Tensor, hw: Tuple[int, int]) -> torch.Tensor:
+def resize_uint8(image: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:
     """Antialiased bilinear resize of a uint8 (..., C, H, W) tensor: what torchvision's
     ``F.resize(image, hw, antialias=True)`` gives, bit for bit, from torch alone (see `torchvision_io`).
 

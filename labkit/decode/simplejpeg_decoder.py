@@ -17,17 +17,25 @@ orientation is read from the bytes (`labkit.decode.jpeg_orientation`) and applie
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
 from labkit.decode.crop_box import CropBox, reduction_for
-from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, describe_failure, refuse_oversized, target_hw
-from labkit.decode.pil_decoders import decode_pil_reduced
-from labkit.decode.resize import chw_view, resize_uint8
+from labkit.decode.decoder_contract import (
+    MAX_PIXELS,
+    OUTPUT_SIZE,
+    DecodeError,
+    Size,
+    describe_failure,
+    refuse_oversized,
+    target_hw,
+)
 from labkit.decode.jpeg_orientation import exif_orientation, orient, rotates
 from labkit.decode.pil_crop import crop_pil_reduced
+from labkit.decode.pil_decoders import decode_pil_reduced
+from labkit.decode.resize import chw_view, resize_uint8
 from labkit.decode.stage_laps import StageLaps, lap
 
 #: The JPEG colour spaces simplejpeg turns into RGB as Pillow does; CMYK and YCCK go to Pillow.
@@ -43,7 +51,7 @@ def is_jpeg(data: bytes) -> bool:
     return data[:3] == JPEG_START
 
 
-def jpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Tuple[int, int, str]:
+def jpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> tuple[int, int, str]:
     """(height, width, colour space) of the JPEG ``data`` as stored; refuses decompression bombs."""
     import simplejpeg
 
@@ -56,7 +64,7 @@ def jpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Tuple[int, int, st
     return height, width, colorspace
 
 
-def simplejpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Optional[Tuple[int, int, int]]:
+def simplejpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> tuple[int, int, int] | None:
     """(height, width as stored, EXIF orientation) of a JPEG simplejpeg reads itself; None for a file it hands to
     Pillow (not a JPEG; CMYK or YCCK)."""
     if data[:3] != JPEG_START:
@@ -66,7 +74,7 @@ def simplejpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> Optional[Tup
 
 
 def decode_displayed(data: bytes, height: int, width: int, orientation: int,
-                     hw: Optional[Tuple[int, int]]) -> np.ndarray:
+                     hw: tuple[int, int] | None) -> np.ndarray:
     """The H×W×3 pixels as shown, decoded at the smallest power-of-two scale still no smaller than ``hw``
     (None: full size)."""
     scale = 1 if hw is None else reduction_for(height, width, (hw[1], hw[0]) if rotates(orientation) else hw)
@@ -89,7 +97,7 @@ def as_displayed(pixels: np.ndarray, orientation: int) -> np.ndarray:
 
 
 def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-                      laps: Optional[StageLaps] = None) -> torch.Tensor:
+                      laps: StageLaps | None = None) -> torch.Tensor:
     """A JPEG decoded at the smallest power-of-two DCT scale that is still no smaller than ``size``, then
     torch's antialiased uint8 resize; other files through Pillow (``pil-reduced``)."""
     header = simplejpeg_header(data, max_pixels)
@@ -105,7 +113,7 @@ def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = M
     return image
 
 
-def crop_simplejpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: Tuple[int, int],
+def crop_simplejpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: tuple[int, int],
                     max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """The box ``draw(height, width)`` gives for the displayed image, decoded at the smallest DCT scale that
     keeps it at least ``output_hw``, cut out (edges rounded to the scaled pixels), resized, flipped."""
@@ -118,7 +126,7 @@ def crop_simplejpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw:
     return crop_region(pixels if orientation == 1 else as_displayed(pixels, orientation), box, output_hw)
 
 
-def crop_region(pixels: np.ndarray, box: CropBox, output_hw: Tuple[int, int]) -> torch.Tensor:
+def crop_region(pixels: np.ndarray, box: CropBox, output_hw: tuple[int, int]) -> torch.Tensor:
     """``box`` (drawn for the full-size image) cut from displayed H×W×3 ``pixels`` decoded at any scale,
     resized to ``output_hw`` and flipped if the box says so: a contiguous uint8 (3, H, W) tensor."""
     top, left, bottom, right = box.scaled(pixels.shape[:2])

@@ -11,8 +11,6 @@ None`` test a stage.
 
 from __future__ import annotations
 
-from typing import Dict, Optional
-
 from labkit.core.timing import Stopwatch
 
 #: A decoder's stages, each marked once a call.
@@ -23,7 +21,7 @@ class StageLaps:
     """Seconds of each stage of one decoder call, in the order the decoder ran them (``seconds``)."""
 
     def __init__(self) -> None:
-        self.seconds: Dict[str, float] = {}
+        self.seconds: dict[str, float] = {}
         self._watch = Stopwatch()
 
     def __call__(self, stage: str) -> None:
@@ -31,7 +29,7 @@ class StageLaps:
         self.seconds[stage] = self.seconds.get(stage, 0.0) + self._watch.lap()
 
 
-def lap(laps: Optional[StageLaps], stage: str) -> None:
+def lap(laps: StageLaps | None, stage: str) -> None:
     """Mark the end of ``stage`` on ``laps`` where a clock was handed in."""
     if laps is not None:
         laps(stage)

@@ -12,16 +12,23 @@
 from __future__ import annotations
 
 import importlib.util
-from typing import Optional, Sequence, Union
+from collections.abc import Sequence
 
 import torch
 
 from labkit.core.errors import LabkitError
-from labkit.decode.stage_laps import StageLaps, lap
-from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, DecodeError, Size, describe_failure, failure_reason, target_hw
+from labkit.decode.decoder_contract import (
+    MAX_PIXELS,
+    OUTPUT_SIZE,
+    DecodeError,
+    Size,
+    describe_failure,
+    failure_reason,
+    target_hw,
+)
 from labkit.decode.pil_decoders import decode_pil, open_image
 from labkit.decode.resize import resize_uint8
-
+from labkit.decode.stage_laps import StageLaps, lap
 
 TORCHVISION_FORMATS = {"JPEG", "PNG", "GIF", "WEBP"}
 
@@ -39,7 +46,7 @@ def torchvision_io():
     return torchvision.io
 
 
-def _finish(img: torch.Tensor, size: Size, laps: Optional[StageLaps]) -> torch.Tensor:
+def _finish(img: torch.Tensor, size: Size, laps: StageLaps | None) -> torch.Tensor:
     """A decoded C×H×W tensor → contiguous uint8 at ``size``: 16-bit PNGs scaled to 8 bits, then resized."""
     lap(laps, "decode")
     if img.dtype != torch.uint8:
@@ -54,7 +61,7 @@ def _finish(img: torch.Tensor, size: Size, laps: Optional[StageLaps]) -> torch.T
 
 
 def decode_torchvision(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-                       laps: Optional[StageLaps] = None) -> torch.Tensor:
+                       laps: StageLaps | None = None) -> torch.Tensor:
     """libjpeg-turbo / libpng through ``torchvision.io``, antialiased bilinear resize on uint8."""
     header = open_image(data, max_pixels)
     if header.format not in TORCHVISION_FORMATS or header.mode == "CMYK":
@@ -80,7 +87,7 @@ def _require_torchcodec() -> None:
 
 
 def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-                      laps: Optional[StageLaps] = None) -> torch.Tensor:
+                      laps: StageLaps | None = None) -> torch.Tensor:
     """``torchcodec.decoders.decode_image`` (torchvision's successor; it applies the EXIF orientation),
     antialiased bilinear resize on uint8."""
     _require_torchcodec()
@@ -100,7 +107,7 @@ def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = M
 
 
 def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = OUTPUT_SIZE,
-                      device: Union[str, torch.device] = "cuda") -> torch.Tensor:
+                      device: str | torch.device = "cuda") -> torch.Tensor:
     """A batch of JPEG files (uint8 byte tensors) → uint8 N×3×H×W decoded and resized on ``device``.
 
     On CUDA this is nvJPEG through ``torchvision.io.decode_jpeg(..., device="cuda")``, one call
@@ -118,7 +125,7 @@ def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = OUTPUT_SIZE,
     return torch.stack(images)
 
 
-def _first_undecodable(blobs: Sequence[torch.Tensor], device: Union[str, torch.device]) -> Optional[DecodeError]:
+def _first_undecodable(blobs: Sequence[torch.Tensor], device: str | torch.device) -> DecodeError | None:
     """The batch's first file that fails alone, named by its position, or None if each decodes alone."""
     tvio = torchvision_io()
     for k, blob in enumerate(blobs):

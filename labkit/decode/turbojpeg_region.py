@@ -19,13 +19,13 @@ import ctypes
 import ctypes.util
 import os
 import threading
-from typing import Callable, Optional, Tuple
+from collections.abc import Callable
 
 import numpy as np
 import torch
 
-from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError, describe_failure, refuse_oversized
 from labkit.decode.crop_box import CropBox, dct_scale
+from labkit.decode.decoder_contract import MAX_PIXELS, DecodeError, describe_failure, refuse_oversized
 from labkit.decode.jpeg_orientation import exif_orientation
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, is_jpeg
 
@@ -51,7 +51,7 @@ class _Region(ctypes.Structure):
     _fields_ = [("x", ctypes.c_int), ("y", ctypes.c_int), ("w", ctypes.c_int), ("h", ctypes.c_int)]
 
 
-def load_library(path: str) -> Optional[ctypes.CDLL]:
+def load_library(path: str) -> ctypes.CDLL | None:
     """The TurboJPEG 3 library at ``path`` with the region decode this module needs; None where it does not load
     or has no ``tj3SetCroppingRegion`` (an older libturbojpeg)."""
     try:
@@ -72,7 +72,7 @@ def load_library(path: str) -> Optional[ctypes.CDLL]:
     return lib
 
 
-def find_library() -> Optional[ctypes.CDLL]:
+def find_library() -> ctypes.CDLL | None:
     """A loadable libturbojpeg with the TurboJPEG 3 API: ``$LABKIT_TURBOJPEG``, else the usual names; or None."""
     found = ctypes.util.find_library("turbojpeg")
     for path in (os.environ.get(LIBRARY_ENV), found, *NAMES):
@@ -106,7 +106,7 @@ def _fail(data: bytes, handle: int) -> DecodeError:
     return DecodeError(describe_failure(data, ValueError(reason), "cannot decode JPEG"))
 
 
-def crop_turbojpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: Tuple[int, int],
+def crop_turbojpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: tuple[int, int],
                    max_pixels: int = MAX_PIXELS) -> torch.Tensor:
     """The box ``draw(height, width)`` gives, decoded alone (its iMCUs, one more on every side) at the DCT scale
     that keeps it at least ``output_hw``, then resized and flipped."""

@@ -22,18 +22,18 @@ most likely normalised already (`DevicePrefetcher` does so by default: give it `
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
 
 from labkit.core.errors import LabkitValueError
-from labkit.decode.decoder_contract import Size, target_hw
 from labkit.decode.crop_box import CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, counter_uniforms, draw_boxes
+from labkit.decode.decoder_contract import Size, target_hw
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, normalize_affine
 
-Keys = Union[Sequence[int], torch.Tensor]
+Keys = Sequence[int] | torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -43,14 +43,14 @@ class BatchRandomResizedCrop:
     uniformly from [1 - b, 1 + b]; out comes float32, normalised with ``mean``/``std`` (``None``: 0..255)."""
 
     size: Size = 224
-    scale: Tuple[float, float] = DEFAULT_SCALE
-    ratio: Tuple[float, float] = DEFAULT_RATIO
+    scale: tuple[float, float] = DEFAULT_SCALE
+    ratio: tuple[float, float] = DEFAULT_RATIO
     flip: float = 0.5
     brightness: float = 0.0
     contrast: float = 0.0
     seed: int = 0
-    mean: Optional[Sequence[float]] = IMAGENET_MEAN
-    std: Optional[Sequence[float]] = IMAGENET_STD
+    mean: Sequence[float] | None = IMAGENET_MEAN
+    std: Sequence[float] | None = IMAGENET_STD
 
     def __post_init__(self) -> None:
         if target_hw(self.size) is None:
@@ -71,8 +71,8 @@ class BatchRandomResizedCrop:
         return np.stack([boxes.top, boxes.left, boxes.height, boxes.width, boxes.flip, bright, contrast],
                         1).astype(np.float64).reshape(-1, 7)
 
-    def __call__(self, images: torch.Tensor, keys: Optional[Keys] = None, *, epoch: int,
-                 start: Optional[int] = None) -> torch.Tensor:
+    def __call__(self, images: torch.Tensor, keys: Keys | None = None, *, epoch: int,
+                 start: int | None = None) -> torch.Tensor:
         """The batch's crops in ``epoch``: sample k's drawn from ``keys[k]`` (its dataset index), or from
         ``start + k`` (its position in the epoch); float32 out, normalised unless ``mean`` is None."""
         from torchvision.ops import roi_align

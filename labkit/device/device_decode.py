@@ -13,7 +13,8 @@ in the batch.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Iterator, Tuple, Union
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import torch
 
@@ -29,7 +30,7 @@ class DeviceDecoded(PassThrough):
 
     wraps = "loader"
 
-    def __init__(self, loader: Iterable, size: Size = OUTPUT_SIZE, device: Union[str, torch.device] = "cuda",
+    def __init__(self, loader: Iterable, size: Size = OUTPUT_SIZE, device: str | torch.device = "cuda",
                  decoder: str = "nvjpeg") -> None:
         info = device_decoder(decoder)  # a clear error where this machine has no such device
         self.device = torch.device(device)
@@ -42,7 +43,7 @@ class DeviceDecoded(PassThrough):
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
 
-    def __iter__(self) -> Iterator[Tuple[torch.Tensor, Any]]:
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, Any]]:
         for blobs, labels in self.loader:
             images = self._decode_batch(blobs, self.size, device=self.device)
             yield images, labels.to(self.device, non_blocking=True) if torch.is_tensor(labels) else labels

@@ -11,7 +11,8 @@ On the CPU the same object does the same conversions, so code and results do not
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Iterable, Iterator, Optional, Sequence, Tuple, Union
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import torch
 
@@ -22,11 +23,11 @@ from labkit.core.pass_through import PassThrough
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-Batch = Tuple[torch.Tensor, torch.Tensor]
+Batch = tuple[torch.Tensor, torch.Tensor]
 Mix = Callable[[torch.Tensor, torch.Tensor], Batch]
 
 
-def normalize_affine(mean: Sequence[float], std: Sequence[float], device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+def normalize_affine(mean: Sequence[float], std: Sequence[float], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """Scale and shift per channel such that ``x·scale + shift == (x / 255 − mean) / std``."""
     mean_t = torch.as_tensor(mean, dtype=torch.float32, device=device).view(-1, 1, 1)
     std_t = torch.as_tensor(std, dtype=torch.float32, device=device).view(-1, 1, 1)
@@ -34,7 +35,7 @@ def normalize_affine(mean: Sequence[float], std: Sequence[float], device: torch.
 
 
 def normalize_uint8(images: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN,
-                    std: Sequence[float] = IMAGENET_STD, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+                    std: Sequence[float] = IMAGENET_STD, out: torch.Tensor | None = None) -> torch.Tensor:
     """uint8 (N×)C×H×W in 0..255 → float32 ``(x / 255 - mean) / std``, as ToTensor + Normalize give.
 
     One conversion and two in-place passes (``x * 1/(255·std) - mean/std``) instead of the textbook
@@ -48,7 +49,7 @@ def normalize_uint8(images: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN,
 
 def normalize_mix_uint8(images: torch.Tensor, perm: torch.Tensor, lam: float,
                         mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-                        out: Optional[torch.Tensor] = None, per_sample: Optional[bool] = None) -> torch.Tensor:
+                        out: torch.Tensor | None = None, per_sample: bool | None = None) -> torch.Tensor:
     """uint8 N×C×H×W → normalised MixUp ``lam·x + (1−lam)·x[perm]`` in float32, in one pass.
 
     The same batch as `normalize_uint8` followed by `labkit.collate.mixing.mix_batch` with the same
@@ -79,7 +80,7 @@ def to_device(value: Any, device: torch.device, non_blocking: bool) -> Any:
     return value
 
 
-def _record_stream(value: Any, stream: "torch.cuda.Stream") -> None:
+def _record_stream(value: Any, stream: torch.cuda.Stream) -> None:
     if isinstance(value, torch.Tensor):
         value.record_stream(stream)
     elif isinstance(value, (list, tuple)):
@@ -110,17 +111,17 @@ class DevicePrefetcher(PassThrough):
 
     wraps = "loader"
 
-    def __init__(self, loader: Iterable, device: Union[str, torch.device, None] = None,
-                 normalize: Optional[Tuple[Sequence[float], Sequence[float]]] = (IMAGENET_MEAN, IMAGENET_STD),
-                 mix: Optional[Mix] = None, channels_last: bool = False,
-                 buffers: Optional[HostBuffers] = None,
-                 transform: Optional[Callable[[torch.Tensor], torch.Tensor]] = None) -> None:
+    def __init__(self, loader: Iterable, device: str | torch.device | None = None,
+                 normalize: tuple[Sequence[float], Sequence[float]] | None = (IMAGENET_MEAN, IMAGENET_STD),
+                 mix: Mix | None = None, channels_last: bool = False,
+                 buffers: HostBuffers | None = None,
+                 transform: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
         self.loader = loader
         self.transform = transform
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
         self.normalize, self.mix, self.channels_last = normalize, mix, channels_last
         self.buffers = buffers if buffers is not None else HostBuffers()
-        self._state: Optional[Dict[str, Any]] = None  # on CUDA: the state as of the batch last handed out
+        self._state: dict[str, Any] | None = None  # on CUDA: the state as of the batch last handed out
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]
@@ -149,19 +150,19 @@ class DevicePrefetcher(PassThrough):
             images, rest[0] = mix(images, rest[0])
         return type(batch)([images, *rest]) if isinstance(batch, tuple) else [images, *rest]
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """The loader's state (and ``mix``'s, where it has one) as of the last batch handed out, not of the
         one prepared ahead of it on CUDA: what a checkpoint of the loop must hold."""
         return self._state if self._state is not None else self._snapshot()
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from `state_dict`: the loader's place, and ``mix``'s draws."""
         self.loader.load_state_dict(state["loader"])  # type: ignore[attr-defined]
         if "mix" in state:
             self.mix.load_state_dict(state["mix"])  # type: ignore[union-attr]
         self._state = None
 
-    def _snapshot(self) -> Dict[str, Any]:
+    def _snapshot(self) -> dict[str, Any]:
         if not hasattr(self.loader, "state_dict"):
             raise LabkitTypeError(f"{type(self.loader).__name__} keeps no state: build the loader with "
                                   "labkit.make_loader, whose loader does")
@@ -180,7 +181,7 @@ class DevicePrefetcher(PassThrough):
         side = torch.cuda.Stream(self.device)
         batches = iter(self.loader)
 
-        def preload() -> Tuple[Any, Optional[Dict[str, Any]]]:
+        def preload() -> tuple[Any, dict[str, Any] | None]:
             try:
                 batch = next(batches)
             except StopIteration:

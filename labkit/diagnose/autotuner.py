@@ -21,16 +21,16 @@ tested on a cost model; `autotune` plugs in real loaders over a pack, each built
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any
 
 import torch
 
 from labkit.collate.mixing import MixUp
 from labkit.core.cpus import cpu_budget
 from labkit.core.errors import LabkitRuntimeError
-from labkit.core.machine import memory_facts
-from labkit.core.machine import describe_machine, machine_info
+from labkit.core.machine import describe_machine, machine_info, memory_facts
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.datasets.storage_kinds import DECODED_PACK, PACK, open_images
 from labkit.decode.decoder_contract import OUTPUT_SIZE
@@ -41,8 +41,9 @@ from labkit.measure.loader_timing import measure_loader
 from labkit.measure.process_memory import PeakMemory, tree_memory_measure
 from labkit.measure.result_files import write_result
 from labkit.samplers.block_shuffle import BlockShuffleSampler
-from labkit.workers.thread_budget import torch_threads
 from labkit.workers.loader_factory import make_loader
+from labkit.workers.thread_budget import torch_threads
+
 
 @dataclass(frozen=True)
 class LoaderConfig:
@@ -52,9 +53,9 @@ class LoaderConfig:
     main_threads: int = 0  # torch threads in the main process; 0: leave torch's default
     sampler: str = "random"  # batch layout: "random", or "block" (BlockShuffleSampler: batched reads stay local)
 
-    def loader_kwargs(self, samples: int, batch_size: int) -> Dict[str, Any]:
+    def loader_kwargs(self, samples: int, batch_size: int) -> dict[str, Any]:
         """`make_loader`'s arguments for this configuration, over a dataset of ``samples`` samples."""
-        kwargs: Dict[str, Any] = dict(batch_size=batch_size, num_workers=self.num_workers,
+        kwargs: dict[str, Any] = dict(batch_size=batch_size, num_workers=self.num_workers,
                                       prefetch_factor=self.prefetch_factor)
         if self.sampler == "block":
             kwargs["sampler"] = BlockShuffleSampler.for_batches(samples, batch_size)
@@ -98,14 +99,14 @@ class TuneResult:
     best: LoaderConfig
     best_images_per_s: float
     budget: Budget
-    trials: List[Trial] = field(default_factory=list)
-    machine: Dict[str, Any] = field(default_factory=dict)
+    trials: list[Trial] = field(default_factory=list)
+    machine: dict[str, Any] = field(default_factory=dict)
     memory_measure: str = "PSS"  # what peak_memory sums: PSS, or USS / RSS where the OS gives no PSS
     batch_size: int = 64  # of the trials
     samples: int = 0  # in the dataset the trials read
 
     @property
-    def loader_kwargs(self) -> Dict[str, Any]:
+    def loader_kwargs(self) -> dict[str, Any]:
         """``make_loader(dataset, **result.loader_kwargs)`` is the loader the winning trial measured (the dataset
         opened with ``best.decoder``, or the decoded pack for NO_DECODE; ``best.main_threads`` is
         ``torch.set_num_threads``'s, where not 0)."""
@@ -133,14 +134,14 @@ class TuneResult:
             lines.insert(0, f"Machine: {describe_machine(self.machine)}")
         return "\n".join(lines)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {"machine": self.machine, "budget": asdict(self.budget), "best": asdict(self.best),
                 "best_images_per_s": self.best_images_per_s, "memory_measure": self.memory_measure,
                 "trials": [{**asdict(t.config), "images_per_s": t.images_per_s, "peak_memory": t.peak_memory,
                             "in_flight": t.in_flight, "decision": t.decision} for t in self.trials]}
 
 
-Measure = Callable[[LoaderConfig], Tuple[float, int]]
+Measure = Callable[[LoaderConfig], tuple[float, int]]
 
 
 def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: Budget, batch_bytes: int,
@@ -157,9 +158,9 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
     A configuration is skipped unmeasured when the /dev/shm it would hold at its peak
     (`labkit.diagnose.doctor.shm_batches` batches) is over the budget.
     """
-    trials: List[Trial] = []
+    trials: list[Trial] = []
 
-    def attempt(config: LoaderConfig) -> Optional[Trial]:
+    def attempt(config: LoaderConfig) -> Trial | None:
         trial = Trial(config, in_flight=shm_batches(config.num_workers, config.prefetch_factor) * batch_bytes)
         trials.append(trial)
         if trial.in_flight > budget.shm_bytes:
@@ -171,9 +172,9 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
             return None
         return trial
 
-    accepted: List[Trial] = []
+    accepted: list[Trial] = []
     for decoder in decoders:
-        best: Optional[Trial] = None
+        best: Trial | None = None
         for workers in range(0 if decoder == NO_DECODE or decoder in threaded else 1, max_workers + 1):
             trial = attempt(LoaderConfig(decoder, workers, prefetches[0]))
             if trial is None:
@@ -202,7 +203,7 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
     return TuneResult(winner.config, winner.images_per_s, budget, trials)
 
 
-def _pipeline(pack: str, decoded_pack: Optional[str], config: LoaderConfig, batch_size: int, size: int,
+def _pipeline(pack: str, decoded_pack: str | None, config: LoaderConfig, batch_size: int, size: int,
               classes: int, check_crc: bool) -> Iterable:
     """What training consumes: the loader, then normalisation and MixUp on the device (`DevicePrefetcher`)."""
     decoded = config.decoder == NO_DECODE
@@ -212,9 +213,9 @@ def _pipeline(pack: str, decoded_pack: Optional[str], config: LoaderConfig, batc
     return DevicePrefetcher(loader, mix=MixUp(classes))
 
 
-def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64, size: int = OUTPUT_SIZE,
-             max_workers: Optional[int] = None, budget: Optional[Budget] = None, batches: int = 4,
-             runs: int = 2, decoders: Optional[Sequence[str]] = None, check_crc: bool = True,
+def autotune(pack: str, decoded_pack: str | None = None, batch_size: int = 64, size: int = OUTPUT_SIZE,
+             max_workers: int | None = None, budget: Budget | None = None, batches: int = 4,
+             runs: int = 2, decoders: Sequence[str] | None = None, check_crc: bool = True,
              min_seconds: float = 0.0) -> TuneResult:
     """Measure real pipelines over ``pack`` (and ``decoded_pack`` if given) and pick the fastest that fits.
 
@@ -229,7 +230,7 @@ def autotune(pack: str, decoded_pack: Optional[str] = None, batch_size: int = 64
     names = list(decoders or DECODERS) + ([NO_DECODE] if decoded_pack else [])
     classes = len(PackedDataset(pack).classes)
 
-    def measure(config: LoaderConfig) -> Tuple[float, int]:
+    def measure(config: LoaderConfig) -> tuple[float, int]:
         peak = PeakMemory()
         with torch_threads(config.main_threads):
             pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes, check_crc)

@@ -10,22 +10,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
 from labkit.collate.batching import stack_uint8
-from labkit.core.environment import usable_cpus
 from labkit.core.cpus import cpu_budget
+from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitTypeError
 from labkit.core.plotting import pyplot
 from labkit.core.shared_log import SharedLog
 from labkit.core.timing import Passes, Stopwatch, time_calls, timestamp
-from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.datasets.encoded_images import ImageFolderDataset
+from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset
 from labkit.decode.decoder_contract import MAX_PIXELS
 from labkit.measure.decoder_speed import time_decoders
@@ -51,10 +52,10 @@ class StageTime:
 class BottleneckReport:
     """Each stage of one batch timed alone, the slowest named with its knob."""
 
-    stages: List[StageTime]
+    stages: list[StageTime]
     batch_size: int
     workers: int
-    skipped: Dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
     advice: str = ""  # what would speed up the slowest stage of this dataset with these settings
 
     @property
@@ -96,7 +97,7 @@ class BottleneckReport:
         return ax
 
 
-def share_memory_seconds(tensors: List[torch.Tensor], repeats: int) -> float:
+def share_memory_seconds(tensors: list[torch.Tensor], repeats: int) -> float:
     """Moving a batch into shared memory (the median of ``repeats`` moves of fresh copies): what a worker pays to
     hand a batch to the main process, and what the main process never pays without workers."""
     times = []
@@ -110,7 +111,7 @@ def share_memory_seconds(tensors: List[torch.Tensor], repeats: int) -> float:
 
 
 def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Callable = stack_uint8,
-                       num_workers: Optional[int] = None, device: Optional[torch.device] = None,
+                       num_workers: int | None = None, device: torch.device | None = None,
                        repeats: int = 3, seed: int = 0) -> BottleneckReport:
     """Time every stage of one batch in isolation and name the one that limits the loader.
 
@@ -136,7 +137,7 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
                         if transform else 0.0, True),
               StageTime("collate", time_calls(lambda: collate_fn(samples), repeats).median, True),
               StageTime("worker→main copy", share_memory_seconds(tensors, repeats), True)]
-    skipped: Dict[str, str] = {}
+    skipped: dict[str, str] = {}
     device = torch.device(device) if device is not None else (
         torch.device("cuda") if torch.cuda.is_available() else None)
     if device is not None and device.type == "cuda":
@@ -159,7 +160,7 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
     return report
 
 
-def _decoder_times(dataset: Dataset, raw: List[Any], repeats: int) -> Dict[str, float]:
+def _decoder_times(dataset: Dataset, raw: list[Any], repeats: int) -> dict[str, float]:
     """Seconds per batch for every decoder on the same bytes, for a dataset that decodes files."""
     if not (isinstance(getattr(dataset, "decoder", None), str) and raw and isinstance(raw[0], bytes)):
         return {}
@@ -168,11 +169,11 @@ def _decoder_times(dataset: Dataset, raw: List[Any], repeats: int) -> Dict[str, 
 
 
 def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence[torch.Tensor], workers: int,
-           cpus: int, decoder_s: Optional[Dict[str, float]] = None) -> str:
+           cpus: int, decoder_s: dict[str, float] | None = None) -> str:
     """What would make ``stage`` cheaper for this dataset and these settings — only what it does not do
     already (``decoder_s``: seconds per batch measured for each decoder, to name only faster ones)
     — or a plain statement that the stage is at its best here."""
-    options: List[str] = []
+    options: list[str] = []
     if stage == "read":
         if isinstance(dataset, ImageFolderDataset):
             options.append("pack the files into one file (labkit pack): one mmap instead of a file open per image")
@@ -211,11 +212,11 @@ def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence
 class SlowSampleReport:
     """``__getitem__`` time of every sample looked at; the slowest first, with their paths."""
 
-    indices: List[int]
-    seconds: List[float]
-    paths: List[Optional[str]]
+    indices: list[int]
+    seconds: list[float]
+    paths: list[str | None]
 
-    def slowest(self, top: int = 10) -> List[tuple]:
+    def slowest(self, top: int = 10) -> list[tuple]:
         order = np.argsort(self.seconds)[::-1][:top]
         return [(self.indices[k], self.seconds[k], self.paths[k]) for k in order]
 
@@ -238,7 +239,7 @@ class SlowSampleReport:
         return ax
 
 
-def find_slow_samples(dataset: Dataset, indices: Optional[Sequence[int]] = None,
+def find_slow_samples(dataset: Dataset, indices: Sequence[int] | None = None,
                       progress: bool = True) -> SlowSampleReport:
     """Time ``dataset[i]`` for each index (all by default) in this process."""
     from tqdm.auto import tqdm
@@ -257,8 +258,8 @@ def find_slow_samples(dataset: Dataset, indices: Optional[Sequence[int]] = None,
 class Timeline:
     """When each worker fetched each batch, and when the main loop received it (monotonic seconds)."""
 
-    fetches: List[Dict[str, Any]]
-    received: List[float]
+    fetches: list[dict[str, Any]]
+    received: list[float]
     start: float
 
     @property

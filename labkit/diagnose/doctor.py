@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 import multiprocessing
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import List, Optional, Sequence, Tuple
 
 import torch
 
 from labkit.core.cpus import cpu_budget
 from labkit.core.environment import usable_cpus
-from labkit.core.machine import memory_facts, MemoryFacts, os_name
+from labkit.core.machine import MemoryFacts, memory_facts, os_name
 from labkit.core.wording import count, first
 from labkit.workers.thread_budget import threads_per_worker
 
@@ -40,12 +40,12 @@ class LoaderPlan:
     num_workers: int
     prefetch_factor: int = 2
     batch_size: int = 64
-    image: Tuple[int, ...] = (3, 256, 256)
+    image: tuple[int, ...] = (3, 256, 256)
     bytes_per_value: int = 1  # uint8 images; 4 for float32
     ranks_per_node: int = 1
     pin_memory: bool = False
-    main_threads: Optional[int] = None  # the main process's torch threads; None: torch.get_num_threads()
-    decode_threads: Optional[int] = None  # threads decoding a batch in each loader process; None: their share
+    main_threads: int | None = None  # the main process's torch threads; None: torch.get_num_threads()
+    decode_threads: int | None = None  # threads decoding a batch in each loader process; None: their share
 
     @property
     def batch_bytes(self) -> int:
@@ -187,8 +187,8 @@ def check_start_method(threads: Sequence[str]) -> Finding:
                    "collates must be importable (not defined in a notebook); use persistent_workers=True")
 
 
-def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[MemoryFacts] = None,
-             cuda: Optional[bool] = None, threads: Optional[Sequence[str]] = None) -> List[Finding]:
+def diagnose(plan: LoaderPlan, cpus: int | None = None, facts: MemoryFacts | None = None,
+             cuda: bool | None = None, threads: Sequence[str] | None = None) -> list[Finding]:
     """Every check, for ``plan`` on this machine (the keyword arguments stand in for the machine in tests)."""
     cpus = usable_cpus() if cpus is None else cpus
     facts = memory_facts() if facts is None else facts
@@ -199,7 +199,7 @@ def diagnose(plan: LoaderPlan, cpus: Optional[int] = None, facts: Optional[Memor
             check_start_method(threads)]
 
 
-def format_findings(plan: LoaderPlan, findings: List[Finding]) -> str:
+def format_findings(plan: LoaderPlan, findings: list[Finding]) -> str:
     head = (f"labkit doctor: num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} × batch_size "
             f"{plan.batch_size} of "
             f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), "

@@ -32,7 +32,8 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Dict, Optional, Sequence, Tuple
+from collections.abc import Sequence
+from typing import Any
 
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.timing import Deadline
@@ -115,7 +116,7 @@ class FilledImages:
         return torch.full(shape, index % 256, dtype=torch.uint8)
 
 
-def _shm_used() -> Optional[int]:
+def _shm_used() -> int | None:
     """Bytes in use in /dev/shm; ``None`` where there is none (`private_shm` mounts one first, so not here)."""
     from labkit.core.machine import memory_facts
 
@@ -131,7 +132,7 @@ def _outcome(error: BaseException) -> str:
 
 
 def run_plan(shm_bytes: int, num_workers: int, prefetch_factor: int, batch_size: int, batches: int = 8,
-             whole_batches: bool = False) -> Dict[str, Any]:
+             whole_batches: bool = False) -> dict[str, Any]:
     """One epoch of ``batches`` batches in a fresh /dev/shm of ``shm_bytes``; what happened.
 
     ``whole_batches`` makes each worker return a whole batch (``batch_size=None`` to the loader),
@@ -147,7 +148,7 @@ def run_plan(shm_bytes: int, num_workers: int, prefetch_factor: int, batch_size:
     private_shm(shm_bytes)
     plan = LoaderPlan(num_workers=num_workers, prefetch_factor=prefetch_factor, batch_size=batch_size, image=IMAGE)
     level = check_shared_memory(plan, memory_facts()).level  # the doctor, inside this /dev/shm, before the loader
-    result: Dict[str, Any] = {"plan": [num_workers, prefetch_factor, batch_size], "shm_mib": shm_bytes / MIB,
+    result: dict[str, Any] = {"plan": [num_workers, prefetch_factor, batch_size], "shm_mib": shm_bytes / MIB,
                               "batch_mib": plan.batch_bytes / MIB, "whole_batches": whole_batches, "level": level,
                               "outcome": "completed", "error": None, "batches": 0, "peak_used_mib": 0.0}
     if whole_batches:
@@ -179,11 +180,11 @@ def run_plan(shm_bytes: int, num_workers: int, prefetch_factor: int, batch_size:
     return result
 
 
-def _plan(text: str) -> Tuple[int, int, int]:
+def _plan(text: str) -> tuple[int, int, int]:
     try:
         num_workers, prefetch_factor, batch_size = (int(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a plan is NUM_WORKERS,PREFETCH_FACTOR,BATCH_SIZE, e.g. 2,4,64")
+        raise argparse.ArgumentTypeError(f"{text!r}: a plan is NUM_WORKERS,PREFETCH_FACTOR,BATCH_SIZE, e.g. 2,4,64") from None
     return num_workers, prefetch_factor, batch_size
 
 

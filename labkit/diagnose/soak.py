@@ -36,8 +36,9 @@ import gc
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Set
+from typing import Any
 
 import numpy as np
 import torch
@@ -45,8 +46,8 @@ from torch.utils.data import DataLoader, Dataset
 
 from labkit.core.errors import LabkitValueError
 from labkit.core.machine import os_name
-from labkit.core.processes import process_maps, running
 from labkit.core.plotting import pyplot
+from labkit.core.processes import process_maps, running
 from labkit.core.shared_log import SharedLog
 from labkit.core.timing import Deadline, Stopwatch
 from labkit.measure.process_memory import MEASURES, private_bytes, read_memory, rss_bytes, unique_anonymous_bytes
@@ -78,7 +79,7 @@ class RecordWorkerPid:
         self.log.append({"worker": worker_id, "pid": os.getpid()})
 
 
-def _worker_pids(log: SharedLog, wait_for: int = 0) -> Dict[str, int]:
+def _worker_pids(log: SharedLog, wait_for: int = 0) -> dict[str, int]:
     """Each worker's pid by name ("worker 0", ...) as `RecordWorkerPid` logged it, once ``wait_for`` have
     (at most `WORKER_START_S`)."""
     deadline = Deadline(WORKER_START_S)
@@ -89,7 +90,7 @@ def _worker_pids(log: SharedLog, wait_for: int = 0) -> Dict[str, int]:
     return {f"worker {r['worker']}": r["pid"] for r in sorted(records, key=lambda r: r["worker"])}
 
 
-def open_fds() -> Optional[int]:
+def open_fds() -> int | None:
     """File descriptors this process has open; ``None`` where the OS does not list them (Windows)."""
     for listing in FD_LISTINGS:
         if os.path.isdir(listing):
@@ -97,14 +98,14 @@ def open_fds() -> Optional[int]:
     return None
 
 
-def shm_segments() -> Set[str]:
+def shm_segments() -> set[str]:
     """Names in ``/dev/shm`` (none where the OS has no such folder)."""
     return set(os.listdir(SHM_DIR)) if os.path.isdir(SHM_DIR) else set()
 
 
-def _held_shm() -> Set[str]:
+def _held_shm() -> set[str]:
     """Names in /dev/shm that some live process has mapped or open (those it may read)."""
-    held: Set[str] = set()
+    held: set[str] = set()
     prefix = SHM_DIR + "/"
     for pid, lines in process_maps():
         held.update(line.split(prefix, 1)[1].split()[0] for line in lines if prefix in line)
@@ -125,17 +126,17 @@ class EpochRecord:
 
     epoch: int
     seconds: float
-    open_fds: Optional[int]  # None where the OS does not list them
-    rss: Dict[str, Optional[int]] = field(default_factory=dict)
-    uss: Dict[str, Optional[int]] = field(default_factory=dict)
-    pss: Dict[str, Optional[int]] = field(default_factory=dict)
-    anonymous: Dict[str, Optional[int]] = field(default_factory=dict)
-    file_backed: Dict[str, Optional[int]] = field(default_factory=dict)
-    shared_memory: Dict[str, Optional[int]] = field(default_factory=dict)
-    unique_anonymous: Dict[str, Optional[int]] = field(default_factory=dict)
+    open_fds: int | None  # None where the OS does not list them
+    rss: dict[str, int | None] = field(default_factory=dict)
+    uss: dict[str, int | None] = field(default_factory=dict)
+    pss: dict[str, int | None] = field(default_factory=dict)
+    anonymous: dict[str, int | None] = field(default_factory=dict)
+    file_backed: dict[str, int | None] = field(default_factory=dict)
+    shared_memory: dict[str, int | None] = field(default_factory=dict)
+    unique_anonymous: dict[str, int | None] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, epoch: int, seconds: float, pids: Dict[str, int]) -> "EpochRecord":
+    def read(cls, epoch: int, seconds: float, pids: dict[str, int]) -> EpochRecord:
         """Read every process in ``pids`` now (a process that has ended reads as ``None``)."""
         readings = {role: read_memory(pid) for role, pid in pids.items()}
         record = cls(epoch, seconds, open_fds())
@@ -144,11 +145,11 @@ class EpochRecord:
         return record
 
 
-def _mib(n: Optional[int]) -> str:
+def _mib(n: int | None) -> str:
     return "n/a" if n is None else f"{n / 2**20:.1f}"
 
 
-def _count(n: Optional[int]) -> str:
+def _count(n: int | None) -> str:
     return "n/a" if n is None else str(n)
 
 
@@ -158,12 +159,12 @@ class SoakReport:
     loader shut down."""
 
     first_batch: EpochRecord
-    epochs: List[EpochRecord]
-    pids: Dict[str, int]
-    fds_before: Optional[int]  # None where the OS does not list open descriptors
-    fds_after: Optional[int]
-    shm_left: List[str]
-    workers_left: List[str]
+    epochs: list[EpochRecord]
+    pids: dict[str, int]
+    fds_before: int | None  # None where the OS does not list open descriptors
+    fds_after: int | None
+    shm_left: list[str]
+    workers_left: list[str]
     growth_limit: float = GROWTH_LIMIT
     growth_floor: int = GROWTH_FLOOR
 
@@ -178,24 +179,24 @@ class SoakReport:
         the end of epoch 1 (its pools are full by then)."""
         return self.epochs[0] if role == MAIN else self.first_batch
 
-    def growth(self, kind: Optional[str] = None) -> Dict[str, Optional[float]]:
+    def growth(self, kind: str | None = None) -> dict[str, float | None]:
         """Relative growth of each process's ``kind`` of memory (default: the verdict's, `leak_measure`)
         from its `baseline` to the end of the last epoch; ``None`` where the OS does not give it."""
         kind = kind or self.leak_measure
-        out: Dict[str, Optional[float]] = {}
+        out: dict[str, float | None] = {}
         for role in self.pids:
             first, last = getattr(self.baseline(role), kind).get(role), getattr(self.epochs[-1], kind).get(role)
             out[role] = None if first is None or last is None else (last / first - 1 if first else 0.0)
         return out
 
-    def _change(self, role: str, kind: str) -> Optional[int]:
+    def _change(self, role: str, kind: str) -> int | None:
         first, last = getattr(self.baseline(role), kind).get(role), getattr(self.epochs[-1], kind).get(role)
         return None if first is None or last is None else last - first
 
     def _since(self, role: str) -> str:
         return "the end of epoch 1" if role == MAIN else "its first batch"
 
-    def problems(self) -> List[str]:
+    def problems(self) -> list[str]:
         """One line per finding, each with what to look at; empty when nothing grew or leaked."""
         out = []
         kind, n = self.leak_measure, len(self.epochs)
@@ -235,7 +236,7 @@ class SoakReport:
         first = getattr(self.baseline(role), kind).get(role)
         return change is not None and first is not None and change > self.growth_limit * max(first, 2**20)
 
-    def notes(self) -> List[str]:
+    def notes(self) -> list[str]:
         """Why RSS grew, for each process whose RSS, mapped files or shared memory grew more than the limit:
         what kind of pages grew."""
         out = []
@@ -253,7 +254,7 @@ class SoakReport:
                            f"{anonymous / 2**20:+.1f} MiB; shared memory {shm / 2**20:+.1f} MiB")
         return out
 
-    def unavailable(self) -> List[str]:
+    def unavailable(self) -> list[str]:
         """The figures this OS does not give (empty on Linux)."""
         last = self.epochs[-1]
         missing = [label for kind, label in MEASURES.items() if any(v is None for v in getattr(last, kind).values())]
@@ -290,14 +291,14 @@ class SoakReport:
         lines += [f"note: {note}" for note in self.notes()]
         return "\n".join(lines)
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "leak_measure": self.leak_measure,
                 **{f"growth_{kind}": self.growth(kind) for kind in MEASURES},
                 "problems": self.problems(), "notes": self.notes(), "not_available": self.unavailable()}
 
 
-def _one_epoch(loader: Any, step: Optional[Callable[[Any], Any]],
-               after_batch: Optional[Callable[[int], None]] = None) -> float:
+def _one_epoch(loader: Any, step: Callable[[Any], Any] | None,
+               after_batch: Callable[[int], None] | None = None) -> float:
     """Seconds to iterate ``loader`` once, calling ``after_batch(batches so far)``; no batch outlives the call."""
     watch = Stopwatch()
     for count, batch in enumerate(loader, 1):
@@ -308,7 +309,7 @@ def _one_epoch(loader: Any, step: Optional[Callable[[Any], Any]],
     return watch.elapsed
 
 
-def join_threads_started_since(before: Set[threading.Thread], timeout: float = THREAD_EXIT_SECONDS) -> None:
+def join_threads_started_since(before: set[threading.Thread], timeout: float = THREAD_EXIT_SECONDS) -> None:
     """Wait for the threads the loader started to end: a multiprocessing queue's feeder thread closes
     the queue's pipe as it exits, after the loader has shut down, so counting descriptors before then
     would report a leak that is only late."""
@@ -319,7 +320,7 @@ def join_threads_started_since(before: Set[threading.Thread], timeout: float = T
 
 
 def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_workers: int = 2,
-             step: Optional[Callable[[Any], Any]] = None, growth_limit: float = GROWTH_LIMIT,
+             step: Callable[[Any], Any] | None = None, growth_limit: float = GROWTH_LIMIT,
              growth_floor: int = GROWTH_FLOOR,
              progress: bool = False, **loader_kwargs: Any) -> SoakReport:
     """Iterate ``dataset`` for ``epochs`` through `make_loader` with persistent workers, calling
@@ -342,11 +343,11 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
     fds_before, shm_before = open_fds(), shm_segments()
     threads_before = set(threading.enumerate())
     loader = make_loader(dataset, batch_size=batch_size, num_workers=num_workers, **loader_kwargs)
-    records: List[EpochRecord] = []
-    warm: List[EpochRecord] = []
+    records: list[EpochRecord] = []
+    warm: list[EpochRecord] = []
     started = Stopwatch()
 
-    def processes() -> Dict[str, int]:
+    def processes() -> dict[str, int]:
         return {MAIN: os.getpid(), **_worker_pids(pid_log)}
 
     def once_every_worker_delivered(count: int) -> None:
@@ -384,28 +385,28 @@ class WorkerMemoryTrace:
     Pages of a memory-mapped file that one worker alone has read count in its RSS and USS: only
     ``anonymous`` leaves them out and grows with a leak or copy-on-write alone."""
 
-    epochs: List[float] = field(default_factory=list)
-    private: Dict[str, List[Optional[int]]] = field(default_factory=dict)
-    anonymous: Dict[str, List[Optional[int]]] = field(default_factory=dict)
-    rss: Dict[str, List[Optional[int]]] = field(default_factory=dict)
+    epochs: list[float] = field(default_factory=list)
+    private: dict[str, list[int | None]] = field(default_factory=dict)
+    anonymous: dict[str, list[int | None]] = field(default_factory=dict)
+    rss: dict[str, list[int | None]] = field(default_factory=dict)
     start_method: str = ""
 
-    def mib(self, kind: str = "private") -> Dict[str, np.ndarray]:
+    def mib(self, kind: str = "private") -> dict[str, np.ndarray]:
         """Each worker's ``private``, ``anonymous`` or ``rss`` readings in MiB, as arrays to plot (NaN, a gap in
         the line, where the OS gave none)."""
         return {w: np.array([np.nan if v is None else v / MIB for v in values])
                 for w, values in getattr(self, kind).items()}
 
-    def growth_mib(self, kind: str = "private") -> Dict[str, Optional[float]]:
+    def growth_mib(self, kind: str = "private") -> dict[str, float | None]:
         """MiB each worker's ``private``, ``anonymous`` or ``rss`` memory grew from the first reading to the last;
         ``None`` for a worker whose first or last reading the OS did not give."""
-        out: Dict[str, Optional[float]] = {}
+        out: dict[str, float | None] = {}
         for w, values in getattr(self, kind).items():
             first, last = (values[0], values[-1]) if values else (None, None)
             out[w] = None if first is None or last is None else (last - first) / MIB
         return out
 
-    def mean_growth_mib(self, kind: str = "private") -> Optional[float]:
+    def mean_growth_mib(self, kind: str = "private") -> float | None:
         """The mean of `growth_mib` over the workers whose growth is known; ``None`` if no worker's is."""
         known = [g for g in self.growth_mib(kind).values() if g is not None]
         return sum(known) / len(known) if known else None
@@ -426,7 +427,7 @@ class WorkerMemoryTrace:
 
 def trace_worker_memory(dataset: Dataset, epochs: int = 3, readings_per_epoch: int = 4, batch_size: int = 1000,
                         num_workers: int = 2, seed: int = 0, progress: bool = True,
-                        multiprocessing_context: Optional[str] = None, freeze_gc: bool = True) -> WorkerMemoryTrace:
+                        multiprocessing_context: str | None = None, freeze_gc: bool = True) -> WorkerMemoryTrace:
     """Iterate ``dataset`` in a shuffled order for ``epochs`` with persistent workers and read every
     worker's memory as soon as the workers have started, then ``readings_per_epoch`` times each epoch.
 
@@ -445,7 +446,7 @@ def trace_worker_memory(dataset: Dataset, epochs: int = 3, readings_per_epoch: i
     marks = {max(1, round(k * per_epoch / readings_per_epoch)) for k in range(1, readings_per_epoch + 1)}
     method = multiprocessing_context or torch.multiprocessing.get_start_method()
     trace = WorkerMemoryTrace(start_method=method)
-    pids: Dict[str, int] = {}
+    pids: dict[str, int] = {}
 
     def read(at: float) -> None:
         trace.epochs.append(at)

@@ -11,8 +11,9 @@ the path it takes.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,7 +35,7 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def run_stages(path: str, decoder: str, size: Size = OUTPUT_SIZE) -> Tuple[torch.Tensor, torch.Tensor, Dict[str, float]]:
+def run_stages(path: str, decoder: str, size: Size = OUTPUT_SIZE) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """One sample read, decoded by ``decoder`` and normalised: (uint8 image, normalised float image, seconds per
     stage in the order they ran; every stage of `STAGES` once)."""
     decode = get_decoder(decoder)  # a clear error for an unknown name
@@ -58,10 +59,10 @@ class StageTimes:
     """Seconds per stage for every sample timed with one decoder."""
 
     decoder: str
-    seconds: Dict[str, List[float]]
+    seconds: dict[str, list[float]]
 
     @property
-    def median_ms(self) -> Dict[str, float]:
+    def median_ms(self) -> dict[str, float]:
         """Median milliseconds of each stage, over the samples, in `STAGES` order."""
         return {name: statistics.median(self.seconds[name]) * 1000 for name in STAGES}
 
@@ -88,7 +89,7 @@ def time_stages(paths: Sequence[str], decoder: str = "pil", size: Size = OUTPUT_
     """
     if not paths:
         raise LabkitValueError("time_stages needs at least one file")
-    seconds: Dict[str, List[float]] = {name: [] for name in STAGES}
+    seconds: dict[str, list[float]] = {name: [] for name in STAGES}
     with torch_threads(1):
         for path in list(paths)[:warmup]:
             run_stages(path, decoder, size)
@@ -102,7 +103,7 @@ def time_stages(paths: Sequence[str], decoder: str = "pil", size: Size = OUTPUT_
 class StageReport:
     """`StageTimes` of several decoders on the same files, printed as a table and drawn as stacked bars."""
 
-    results: List[StageTimes]
+    results: list[StageTimes]
     samples: int
 
     def __getitem__(self, decoder: str) -> StageTimes:

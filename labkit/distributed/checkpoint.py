@@ -25,7 +25,8 @@ import re
 import struct
 import zlib
 from collections import OrderedDict
-from typing import Any, Dict, Mapping, Optional, Tuple
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -56,7 +57,7 @@ def _loads_back(value: Any) -> bool:
     return True
 
 
-def _unloadable(value: Any, where: str) -> Optional[Tuple[str, Any]]:
+def _unloadable(value: Any, where: str) -> tuple[str, Any] | None:
     """The first value inside ``value`` that `load_checkpoint` would refuse, and where it is; None if none."""
     if isinstance(value, _PLAIN):
         return None
@@ -101,7 +102,7 @@ def save_checkpoint(state: Mapping[str, Any], path: PathLike) -> None:
         f.write(payload)
 
 
-def load_checkpoint(path: PathLike, map_location: Any = "cpu") -> Dict[str, Any]:
+def load_checkpoint(path: PathLike, map_location: Any = "cpu") -> dict[str, Any]:
     """The state `save_checkpoint` wrote to ``path``; `CheckpointError` if the file is not one, is
     truncated or damaged, or asks to build objects other than tensors and plain containers."""
     path = os.fspath(path)

@@ -12,8 +12,8 @@ import gc
 import os
 import shutil
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -38,7 +38,7 @@ class DistInfo:
     device: torch.device
 
 
-def init_from_env(backend: Optional[str] = None, timeout: Optional[datetime.timedelta] = None) -> DistInfo:
+def init_from_env(backend: str | None = None, timeout: datetime.timedelta | None = None) -> DistInfo:
     """Join the process group ``torchrun`` describes in the environment (nccl with CUDA, else gloo).
 
     ``timeout`` bounds how long a collective waits for the other ranks (torch's default is long:
@@ -93,7 +93,7 @@ def _copy_verified(src: str, dst: str) -> None:
         shutil.copystat(src, fout.name)
 
 
-def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: Optional[int] = None) -> List[str]:
+def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: int | None = None) -> list[str]:
     """Copy shards from shared storage to this node's disk once per node (seed 4.4); return local paths.
 
     Local rank 0 copies, checking each copy against the CRC32 of what it read; the other

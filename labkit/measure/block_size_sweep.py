@@ -10,8 +10,9 @@ are computed the same way.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any
 
 import torch
 
@@ -27,7 +28,7 @@ class Tradeoff:
 
     batch_size: int
     page_size: int
-    blocks: Dict[int, OrderScores]
+    blocks: dict[int, OrderScores]
     random: OrderScores
     sequential: OrderScores
     window: int = 1
@@ -56,13 +57,13 @@ def sweep_block_sizes(labels: Sequence[int], offsets: Sequence[int], lengths: Se
     return Tradeoff(batch_size, page_size, blocks, scores(shuffled), scores(list(range(n))), window)
 
 
-def _nearby_labels(points: Dict[int, OrderScores], closeness: float = 0.03) -> Dict[Tuple[float, float], List[str]]:
+def _nearby_labels(points: dict[int, OrderScores], closeness: float = 0.03) -> dict[tuple[float, float], list[str]]:
     """Block sizes whose points lie within ``closeness`` of the axes' ranges of each other, as one label: both ends
     of the sweep (block size 1 and the whole set) are a full shuffle and would print on top of each other."""
     xs = [s.pages_per_batch for s in points.values()]
     ys = [s.class_entropy for s in points.values()]
     x_range, y_range = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
-    groups: Dict[Tuple[float, float], List[str]] = {}
+    groups: dict[tuple[float, float], list[str]] = {}
     for b, s in points.items():
         near = next((xy for xy in groups if abs(xy[0] - s.pages_per_batch) <= closeness * x_range
                      and abs(xy[1] - s.class_entropy) <= closeness * y_range), None)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 import numpy as np
 import psutil
@@ -40,8 +40,8 @@ class CoreUsage:
 
     times: np.ndarray  # seconds from the start of sampling to the end of each sample
     busy: np.ndarray  # samples × cores: 100 − idle − iowait
-    iowait: Optional[np.ndarray]  # samples × cores; None where the OS does not report it (macOS, Windows)
-    cores: List[int]
+    iowait: np.ndarray | None  # samples × cores; None where the OS does not report it (macOS, Windows)
+    cores: list[int]
     own_share: float  # CPU time of this process and its workers / (wall time × cores)
 
     @property
@@ -49,17 +49,17 @@ class CoreUsage:
         return self.busy.mean(axis=0) if len(self.busy) else np.zeros(len(self.cores))
 
     @property
-    def mean_iowait(self) -> Optional[np.ndarray]:
+    def mean_iowait(self) -> np.ndarray | None:
         """Each core's average I/O-wait share; ``None`` where the OS does not report I/O wait."""
         if self.iowait is None:
             return None
         return self.iowait.mean(axis=0) if len(self.iowait) else np.zeros(len(self.cores))
 
-    def idle_cores(self, threshold: float = IDLE) -> List[int]:
+    def idle_cores(self, threshold: float = IDLE) -> list[int]:
         """Cores whose average busy share stayed under ``threshold`` percent."""
         return [core for core, busy in zip(self.cores, self.mean_busy) if busy < threshold]
 
-    def reading(self, data_share: Optional[float] = None, busy: float = BUSY, idle: float = IDLE) -> str:
+    def reading(self, data_share: float | None = None, busy: float = BUSY, idle: float = IDLE) -> str:
         """What the picture says, in the seed's terms. ``data_share``: the share of each step the loop
         waited for data (`labkit.workers.profiled_loader.LoaderReport.data_share`), when a model step was timed."""
         if not len(self.busy):
@@ -124,7 +124,7 @@ class CoreUsage:
         return ax
 
 
-def time_shares(before: Any, after: Any) -> Optional[Any]:
+def time_shares(before: Any, after: Any) -> Any | None:
     """One core's CPU times between two ``psutil.cpu_times`` readings, as percentages of the interval (the same
     named fields); ``None`` when no clock tick fell between them.
 
@@ -154,11 +154,11 @@ class CoreSampler:
             raise LabkitValueError(f"interval must be > 0 seconds, got {interval}")
         self.interval = interval
         self.cores = usable_cpu_ids()
-        self.usage: Optional[CoreUsage] = None
+        self.usage: CoreUsage | None = None
         self._stop = threading.Event()
-        self._samples: List[Any] = []
-        self._times: List[float] = []
-        self._thread: Optional[threading.Thread] = None
+        self._samples: list[Any] = []
+        self._times: list[float] = []
+        self._thread: threading.Thread | None = None
 
     def _tree_cpu(self) -> None:
         """CPU seconds of this process and each live descendant, kept per process: a worker that ends
@@ -181,9 +181,9 @@ class CoreSampler:
             if stopped:
                 return
 
-    def __enter__(self) -> "CoreSampler":
+    def __enter__(self) -> CoreSampler:
         self._watch = Stopwatch()
-        self._cpu_last: Dict[int, float] = {}
+        self._cpu_last: dict[int, float] = {}
         self._tree_cpu()
         self._cpu_first = dict(self._cpu_last)  # processes started later begin at zero
         self._last = psutil.cpu_times(percpu=True)  # the first interval starts now

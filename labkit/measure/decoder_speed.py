@@ -9,7 +9,7 @@ process taking the core) does not decide the choice.
 
 from __future__ import annotations
 
-from typing import Dict, Sequence
+from collections.abc import Sequence
 
 from labkit.core.errors import LabkitValueError
 from labkit.core.timing import time_calls
@@ -18,7 +18,7 @@ from labkit.decode.registry import DECODERS, get_decoder
 
 
 def time_decoders(blobs: Sequence[bytes], size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, repeats: int = 3,
-                  decoders: Sequence[str] = tuple(DECODERS)) -> Dict[str, float]:
+                  decoders: Sequence[str] = tuple(DECODERS)) -> dict[str, float]:
     """Seconds per image for each of ``decoders`` on ``blobs`` at output ``size`` (median of ``repeats`` passes)."""
     if not blobs:
         raise LabkitValueError("time_decoders needs at least one encoded image")

@@ -5,15 +5,16 @@ the median and the passes behind it (for `labkit.measure.verdict.judge`), on the
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
+from typing import Any
 
 from labkit.core.errors import LabkitValueError
 from labkit.core.timing import Stopwatch
 from labkit.workers.profiled_loader import batch_length
 
 
-def spread_indices(count: int, samples: int) -> List[int]:
+def spread_indices(count: int, samples: int) -> list[int]:
     """``samples`` indices spread evenly over a set of ``count``, for timing a sample of it.
 
     Not the first ``samples``: packs and folders are stored class by class, and classes differ
@@ -39,11 +40,11 @@ class Throughput:
 
     images_per_s: float
     step_s: float
-    runs_images_per_s: List[float] = field(default_factory=list)
+    runs_images_per_s: list[float] = field(default_factory=list)
     batches_per_run: int = 0
     median_gap_s: float = 0.0
 
-    def to_dict(self) -> Dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -78,10 +79,10 @@ def prefetched_batches(loader: Any) -> int:
     return 0
 
 
-def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: Optional[int] = None,
-                   on_batch: Optional[Callable[[Any], None]] = None,
-                   warmup_batches: Optional[int] = None, min_seconds: float = 0.0,
-                   max_runs: Optional[int] = None) -> Throughput:
+def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: int | None = None,
+                   on_batch: Callable[[Any], None] | None = None,
+                   warmup_batches: int | None = None, min_seconds: float = 0.0,
+                   max_runs: int | None = None) -> Throughput:
     """Time ``warmup_runs + runs`` consecutive passes of at most ``max_batches`` batches (default: an epoch).
 
     Warm-up passes absorb worker start-up and cold caches and are not counted; each measured
@@ -106,8 +107,8 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
     most = max(runs, 5 * runs if max_runs is None else max_runs)
     if max_batches is None and hasattr(loader, "__len__"):
         max_batches = len(loader)  # type: ignore[arg-type]
-    rates: List[float] = []
-    gaps: List[float] = []
+    rates: list[float] = []
+    gaps: list[float] = []
     batches = 0
     images_measured = batches_measured = 0
     stream = _stream(loader)
@@ -121,7 +122,7 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
             images = 0
             batches = 0
             watch = Stopwatch()
-            run_gaps: List[float] = []
+            run_gaps: list[float] = []
             for batch in stream if limit is not None else loader:  # no length, no limit: whole epochs
                 if on_batch is not None:
                     on_batch(batch)
@@ -155,15 +156,15 @@ class EpochTime:
     batches: int
 
 
-def time_epochs(loader: Iterable, epochs: int = 3) -> List[EpochTime]:
+def time_epochs(loader: Iterable, epochs: int = 3) -> list[EpochTime]:
     """Iterate ``epochs`` whole epochs and time each: the wait for the first batch is where worker
     start-up shows (paid every epoch unless ``persistent_workers=True``, seed 3.1)."""
     if epochs < 1:
         raise LabkitValueError(f"epochs must be >= 1, got {epochs}")
-    times: List[EpochTime] = []
+    times: list[EpochTime] = []
     for _ in range(epochs):
         watch = Stopwatch()
-        first: Optional[float] = None
+        first: float | None = None
         batches = 0
         for _batch in loader:
             if first is None:

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Iterable, List, Optional
+from collections.abc import Iterable
+from typing import Any
 
 from labkit.core.processes import process_maps
 
@@ -39,8 +40,8 @@ def evict(paths: Iterable[str]) -> int:
     return advised
 
 
-@functools.lru_cache(maxsize=None)
-def load_libc() -> Optional[Any]:
+@functools.cache
+def load_libc() -> Any | None:
     """The C library, once: finding it runs ``ldconfig``, about a millisecond, too slow per file."""
     import ctypes
     import ctypes.util
@@ -50,7 +51,7 @@ def load_libc() -> Optional[Any]:
     return ctypes.CDLL(name, use_errno=True) if name and hasattr(mmap, "MAP_PRIVATE") else None
 
 
-def resident_fraction(path: str) -> Optional[float]:
+def resident_fraction(path: str) -> float | None:
     """Share of the file's pages now in the page cache (Linux ``mincore``); ``None`` where the OS cannot say."""
     import ctypes
     import mmap
@@ -75,7 +76,7 @@ def resident_fraction(path: str) -> Optional[float]:
             mapping.close()
 
 
-def mapping_processes(path: str) -> List[int]:
+def mapping_processes(path: str) -> list[int]:
     """Processes that have ``path`` memory-mapped now (Linux ``/proc/<pid>/maps``; [] elsewhere).
 
     The kernel does not drop a page some process maps, so these are what keeps a file warm after
@@ -118,7 +119,7 @@ def empty_page_cache(paths: Iterable[str], system: bool = True) -> str:
     return f"{refused}posix_fadvise(DONTNEED) on {advised} of {len(paths)} files (advice; needs no root)"
 
 
-def resident_share(paths: Iterable[str]) -> Optional[float]:
+def resident_share(paths: Iterable[str]) -> float | None:
     """Share of the bytes of ``paths`` now in the page cache, weighted by file size; ``None`` where the OS
     cannot say for one of them."""
     resident = total = 0.0

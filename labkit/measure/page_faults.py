@@ -11,7 +11,6 @@ without a profiler. ``None`` where ``/proc`` is not there (macOS, Windows): not 
 from __future__ import annotations
 
 import os
-from typing import Optional
 
 from labkit.measure.process_memory import Pid, descendants
 
@@ -23,7 +22,7 @@ def can_count_faults() -> bool:
     return os.path.exists("/proc/self/stat")
 
 
-def minor_faults(pid: Pid = None) -> Optional[int]:
+def minor_faults(pid: Pid = None) -> int | None:
     """Minor page faults ``pid`` (this process by default) has taken since it started; ``None`` if it is gone or the
     OS does not count them."""
     try:
@@ -34,7 +33,7 @@ def minor_faults(pid: Pid = None) -> Optional[int]:
         return None
 
 
-def tree_minor_faults(pid: Optional[int] = None) -> Optional[int]:
+def tree_minor_faults(pid: int | None = None) -> int | None:
     """Minor faults of ``pid`` (this process by default) plus those of every live process below it;
     ``None`` where the OS does not count them (`can_count_faults`) or ``pid`` is gone.
 

@@ -24,16 +24,17 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any
 
 import psutil
 
 from labkit.core.machine import os_name
 from labkit.core.timing import Stopwatch
 
-Pid = Optional[int]  #: a process id; None: this process (every measure of a process takes one)
+Pid = int | None  #: a process id; None: this process (every measure of a process takes one)
 LINUX = sys.platform.startswith("linux")
 
 
@@ -44,7 +45,7 @@ def _process(pid: Pid) -> psutil.Process:
 _GONE = (psutil.NoSuchProcess, psutil.AccessDenied, ProcessLookupError, ValueError)
 
 
-def rss_bytes(pid: Pid = None) -> Optional[int]:
+def rss_bytes(pid: Pid = None) -> int | None:
     """Resident set size: every page in RAM this process maps, shared or not (cheap: sample it as often
     as you like). ``None`` for a process that has ended or that this user may not read."""
     try:
@@ -53,7 +54,7 @@ def rss_bytes(pid: Pid = None) -> Optional[int]:
         return None
 
 
-def peak_rss_bytes() -> Optional[int]:
+def peak_rss_bytes() -> int | None:
     """The highest RSS this process has had since it started (the OS's high-water mark: ``ru_maxrss`` on
     Linux and macOS, the peak working set on Windows). It never goes down, so a peak of one piece of work is
     read in a fresh process started for it (a forked one inherits its parent's mark), after
@@ -86,20 +87,20 @@ def _full_info(pid: Pid) -> Any:
         return None
 
 
-def private_bytes(pid: Pid = None) -> Optional[int]:
+def private_bytes(pid: Pid = None) -> int | None:
     """USS: pages only this process holds, what its exit would free (Linux, macOS, Windows)."""
     return getattr(_full_info(pid), "uss", None)
 
 
-def pss_bytes(pid: Pid = None) -> Optional[int]:
+def pss_bytes(pid: Pid = None) -> int | None:
     """PSS: each resident page divided by the number of processes that map it (Linux only)."""
     return getattr(_full_info(pid), "pss", None)
 
 
-def _status_bytes(pid: Pid) -> Dict[str, int]:
+def _status_bytes(pid: Pid) -> dict[str, int]:
     """RssAnon, RssFile, RssShmem and VmHWM (the peak RSS) from ``/proc/<pid>/status`` in bytes (Linux; psutil
     gives RSS whole)."""
-    fields: Dict[str, int] = {}
+    fields: dict[str, int] = {}
     if not LINUX:
         return fields
     try:
@@ -113,7 +114,7 @@ def _status_bytes(pid: Pid) -> Dict[str, int]:
     return fields
 
 
-def unique_anonymous_bytes(pid: Pid = None) -> Optional[int]:
+def unique_anonymous_bytes(pid: Pid = None) -> int | None:
     """Anonymous pages only this process holds: what a leak or copy-on-write grows (Linux only).
 
     Per mapping, the private dirty pages that are anonymous: shared memory (a batch in /dev/shm) and
@@ -132,19 +133,19 @@ class MemoryReading:
     """One process's memory at one instant, in bytes; ``None`` where this OS does not give the figure."""
 
     rss: int
-    uss: Optional[int]
-    pss: Optional[int]
-    anonymous: Optional[int]
-    file_backed: Optional[int]  # pages of mapped files: libraries, an mmap'd pack (Linux)
-    shared_memory: Optional[int]  # /dev/shm segments, files on a tmpfs, other shared memory (Linux)
-    unique_anonymous: Optional[int]
+    uss: int | None
+    pss: int | None
+    anonymous: int | None
+    file_backed: int | None  # pages of mapped files: libraries, an mmap'd pack (Linux)
+    shared_memory: int | None  # /dev/shm segments, files on a tmpfs, other shared memory (Linux)
+    unique_anonymous: int | None
 
 
 MEASURES = {"rss": "RSS", "file_backed": "file-backed", "shared_memory": "shared memory", "anonymous": "anonymous",
             "unique_anonymous": "unique anonymous", "uss": "USS", "pss": "PSS"}
 
 
-def read_memory(pid: Pid = None) -> Optional[MemoryReading]:
+def read_memory(pid: Pid = None) -> MemoryReading | None:
     """Every figure this OS gives for one process (~100 ms with torch loaded: not for every step);
     ``None`` once the process has ended."""
     try:
@@ -160,7 +161,7 @@ def read_memory(pid: Pid = None) -> Optional[MemoryReading]:
                          status.get("RssFile"), status.get("RssShmem"), unique_anonymous_bytes(pid))
 
 
-def descendants(pid: Pid = None) -> List[int]:
+def descendants(pid: Pid = None) -> list[int]:
     """Every process below ``pid`` (this process by default): DataLoader workers, their children..."""
     try:
         return [child.pid for child in _process(pid).children(recursive=True)]
@@ -168,7 +169,7 @@ def descendants(pid: Pid = None) -> List[int]:
         return []
 
 
-def cpu_seconds(pid: Pid = None) -> Optional[float]:
+def cpu_seconds(pid: Pid = None) -> float | None:
     """User + system CPU time a process has used so far; ``None`` once it has ended (or this user may not read it)."""
     try:
         times = _process(pid).cpu_times()
@@ -220,11 +221,11 @@ class PeakMemory:
     (the workers run by then; they need not at construction)."""
 
     def __init__(self, interval: float = 2.0, read: Callable[[], int] = tree_memory_bytes,
-                 measure: Optional[str] = None) -> None:
+                 measure: str | None = None) -> None:
         self.interval, self._read = interval, read
         self.measure = measure or tree_memory_measure()
         self.peak = read()
-        self._since: Optional[Stopwatch] = None
+        self._since: Stopwatch | None = None
 
     def sample(self, *_: object) -> None:
         """Take a sample if ``interval`` has passed (accepts and ignores a batch, to serve as ``on_batch``)."""

@@ -12,8 +12,10 @@ from __future__ import annotations
 import collections
 import sys
 import threading
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Counter, List, Tuple
+from typing import Any
 
 
 @dataclass
@@ -27,7 +29,7 @@ class CallCount:
         """Calls per item (per sample of a batch, say)."""
         return self.total / max(1, items)
 
-    def top(self, n: int = 10) -> List[Tuple[str, int]]:
+    def top(self, n: int = 10) -> list[tuple[str, int]]:
         """The ``n`` functions called most, as ``"file:function"`` and their count."""
         return [(f"{where}:{name}", k) for (where, name), k in self.by_function.most_common(n)]
 

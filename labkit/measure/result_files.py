@@ -9,7 +9,7 @@ stops the run at its start, not after minutes of measuring. Results are written 
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, Optional
+from typing import Any
 
 from labkit.core.atomic import write_json
 from labkit.core.environment import clone_root, usable_cpus
@@ -17,7 +17,7 @@ from labkit.core.machine import machine_info
 from labkit.core.user_paths import check_output_file
 
 
-def result_path(name: str, quick: bool, given: Optional[str] = None, folder: Optional[str] = None) -> str:
+def result_path(name: str, quick: bool, given: str | None = None, folder: str | None = None) -> str:
     """``given`` (a ``--json`` path) when set, else ``<folder>/<name>_<N>cpu[_quick].json`` (``folder``: the
     clone's ``benchmarks/results``); checked to be writable now (`OutputPathError` naming it)."""
     if given:
@@ -28,7 +28,7 @@ def result_path(name: str, quick: bool, given: Optional[str] = None, folder: Opt
     return check_output_file(os.path.join(folder, f"{stem}.json"), "the result file")
 
 
-def write_result(path: str, result: Dict[str, Any]) -> None:
+def write_result(path: str, result: dict[str, Any]) -> None:
     """Write a measurement's ``result`` to ``path`` whole (`labkit.core.atomic.write_json`: a run stopped
     mid-write leaves the previous file, never half of one), with the machine it ran on first: ``result["machine"]``
     where the caller measured it already, else `labkit.core.machine.machine_info` now."""

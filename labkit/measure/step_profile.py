@@ -13,8 +13,9 @@ would read zero; instead the profile times the prefetcher's loader (fetch), its 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, List, Optional, Tuple
+from typing import Any
 
 import torch
 
@@ -25,7 +26,7 @@ from labkit.workers.profiled_loader import batch_length
 from labkit.workers.step_report import LoaderReport
 
 
-def _sync(device: Optional[torch.device]) -> None:
+def _sync(device: torch.device | None) -> None:
     if device is not None and device.type == "cuda":
         torch.cuda.synchronize(device)
 
@@ -40,10 +41,10 @@ class PrefetcherReport(LoaderReport):
     conversion's.
     """
 
-    convert_s: List[float] = field(default_factory=list)
+    convert_s: list[float] = field(default_factory=list)
 
     @property
-    def stages(self) -> List[Tuple[str, List[float], str]]:
+    def stages(self) -> list[tuple[str, list[float], str]]:
         return [("wait for data (fetch)", self.wait_s, "tab:red"), ("transfer", self.transfer_s, "tab:orange"),
                 ("convert on the device", self.convert_s, "tab:purple"), ("compute", self.compute_s, "tab:blue")]
 
@@ -54,8 +55,8 @@ class PrefetcherReport(LoaderReport):
         return (sum(self.transfer_s) + sum(self.convert_s)) / total if total else 0.0
 
 
-def profile_loader(loader: Iterable, steps: int = 20, model_step: Optional[Callable[[Any], Any]] = None,
-                   device: Optional[torch.device] = None, warmup: int = 2,
+def profile_loader(loader: Iterable, steps: int = 20, model_step: Callable[[Any], Any] | None = None,
+                   device: torch.device | None = None, warmup: int = 2,
                    split_device_stage: bool = True) -> LoaderReport:
     """Run ``warmup + steps`` steps of a loop over ``loader`` and time each part of each step.
 
@@ -67,19 +68,19 @@ def profile_loader(loader: Iterable, steps: int = 20, model_step: Optional[Calla
     prefetcher's overlap of the next copy with this step's compute is not in these figures (time the loop itself
     for that). ``split_device_stage=False`` iterates it as it is: the copy and conversion then count as waiting.
     """
-    convert: Optional[Callable[[Any], Any]] = None
+    convert: Callable[[Any], Any] | None = None
     if isinstance(loader, DevicePrefetcher) and split_device_stage:
         # already on the device when prepared: its own copy is a no-op, the conversion is not
         loader, device, convert = loader.loader, loader.device, loader.prepare
     device = torch.device(device) if device is not None else None
-    parts: List[Callable[[Any], Any]] = [lambda batch: to_device(batch, device, non_blocking=False)
+    parts: list[Callable[[Any], Any]] = [lambda batch: to_device(batch, device, non_blocking=False)
                                          if device is not None else batch]
     if convert is not None:
         parts.append(convert)
     if model_step is not None:
         parts.append(lambda batch: (model_step(batch), batch)[1])
-    wait: List[float] = []
-    seconds: List[List[float]] = [[] for _ in parts]
+    wait: list[float] = []
+    seconds: list[list[float]] = [[] for _ in parts]
     images = 0
     for k, (waited, batch) in enumerate(timed(loader)):
         if k >= warmup + steps:

@@ -16,8 +16,9 @@ anything in between is "within noise", and the text says so.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence
+from typing import Literal
 
 from labkit.core.errors import LabkitValueError
 
@@ -41,11 +42,11 @@ class Verdict:
     high: float
     outcome: str
     passes: tuple
-    size: Optional[float] = None
+    size: float | None = None
     size_from: str = "the seed measured"
-    size_outcome: Optional[str] = None
-    goal: Optional[float] = None
-    goal_outcome: Optional[str] = None
+    size_outcome: str | None = None
+    goal: float | None = None
+    goal_outcome: str | None = None
 
     @property
     def held(self) -> bool:
@@ -73,8 +74,8 @@ def ratios(baseline: Sequence[float], candidate: Sequence[float], higher_is_bett
 
 
 def judge(claim: str, baseline: Sequence[float], candidate: Sequence[float], *, expect: Expect = "better",
-          higher_is_better: bool = True, size: Optional[float] = None, size_from: str = "the seed measured",
-          min_effect: float = MIN_EFFECT, goal: Optional[float] = None) -> Verdict:
+          higher_is_better: bool = True, size: float | None = None, size_from: str = "the seed measured",
+          min_effect: float = MIN_EFFECT, goal: float | None = None) -> Verdict:
     """The verdict on ``claim`` from repeated passes of the baseline and the candidate (images/s, or seconds
     with ``higher_is_better=False``). ``size`` is the ratio the seed gives, if any (``size_from`` words its
     source). ``goal``: the least ratio wanted, reached when the median is at or above it.

@@ -4,7 +4,6 @@ a time, so a pack is read in long runs and page-cache misses stay few; and the s
 from __future__ import annotations
 
 import math
-from typing import List, Optional
 
 import numpy as np
 
@@ -40,7 +39,7 @@ class BlockShuffleSampler(ResumableSampler):
         self.n, self.block_size, self.window = sample_count(n, type(self).__name__), int(block_size), int(window)
 
     @classmethod
-    def for_batches(cls, n: SampleCount, batch_size: int, seed: int = 0) -> "BlockShuffleSampler":
+    def for_batches(cls, n: SampleCount, batch_size: int, seed: int = 0) -> BlockShuffleSampler:
         """The layout the ablation and the autotuner use: blocks of n/16 samples but never less than a
         batch, shuffled 4 at a time, so a batch is read from at most 4 contiguous runs of the file
         (8 where windows meet). With fewer than 5 blocks (n < 5 batches) it is a plain shuffle."""
@@ -50,7 +49,7 @@ class BlockShuffleSampler(ResumableSampler):
     def __len__(self) -> int:
         return self.n
 
-    def order(self, epoch: int) -> List[int]:
+    def order(self, epoch: int) -> list[int]:
         return block_shuffle_order(self.n, self.block_size, self.window, epoch_rng(self.seed, epoch)).tolist()
 
 
@@ -64,7 +63,7 @@ class DistributedBlockSampler(ResumableSampler):
     same rule as ``torch.utils.data.DistributedSampler``.
     """
 
-    def __init__(self, n: SampleCount, num_replicas: Optional[int] = None, rank: Optional[int] = None, seed: int = 0,
+    def __init__(self, n: SampleCount, num_replicas: int | None = None, rank: int | None = None, seed: int = 0,
                  drop_last: bool = False, block_size: int = 1024, window: int = 4) -> None:
         super().__init__(seed)
         n = sample_count(n, type(self).__name__)
@@ -78,7 +77,7 @@ class DistributedBlockSampler(ResumableSampler):
     def __len__(self) -> int:
         return self.per_rank
 
-    def order(self, epoch: int) -> List[int]:
+    def order(self, epoch: int) -> list[int]:
         full = block_shuffle_order(self.n, self.block_size, self.window, epoch_rng(self.seed, epoch))
         total = self.per_rank * self.num_replicas
         if total > len(full):

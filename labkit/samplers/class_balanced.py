@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -19,7 +19,7 @@ class ClassBalancedSampler(ResumableSampler):
     ``torch.utils.data.WeightedRandomSampler``, seeded per epoch so the draw is resumable.
     """
 
-    def __init__(self, labels: Sequence[int], num_samples: Optional[int] = None, seed: int = 0) -> None:
+    def __init__(self, labels: Sequence[int], num_samples: int | None = None, seed: int = 0) -> None:
         super().__init__(seed)
         labels = np.asarray(labels, dtype=np.int64)
         if labels.ndim != 1 or len(labels) == 0 or labels.min() < 0:
@@ -31,6 +31,6 @@ class ClassBalancedSampler(ResumableSampler):
     def __len__(self) -> int:
         return self.num_samples
 
-    def order(self, epoch: int) -> List[int]:
+    def order(self, epoch: int) -> list[int]:
         generator = torch.Generator().manual_seed(int(epoch_rng(self.seed, epoch).integers(2**62)))
         return list(WeightedRandomSampler(self.weights, self.num_samples, replacement=True, generator=generator))

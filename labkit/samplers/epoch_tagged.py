@@ -11,7 +11,8 @@ resumed run tags as the first did.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from torch.utils.data import Sampler
 
@@ -38,7 +39,7 @@ class EpochTagged(PassThrough, Sampler):
     @property
     def epoch(self) -> int:
         """The epoch the next pass is tagged with."""
-        own: Optional[int] = getattr(self._order(), "epoch", None)
+        own: int | None = getattr(self._order(), "epoch", None)
         return self._passes if own is None else int(own)
 
     def __len__(self) -> int:

@@ -3,8 +3,6 @@ offset (sequences), and plain order (``shuffle=False``), each resumable mid-epoc
 
 from __future__ import annotations
 
-from typing import List
-
 import numpy as np
 
 from labkit.samplers.resumable import EverySampleOnce, SampleCount, epoch_rng
@@ -13,7 +11,7 @@ from labkit.samplers.resumable import EverySampleOnce, SampleCount, epoch_rng
 class RandomOffsetSequentialSampler(EverySampleOnce):
     """In order, from a random start that changes each epoch, wrapping around (seed 2.2: sequences)."""
 
-    def order(self, epoch: int) -> List[int]:
+    def order(self, epoch: int) -> list[int]:
         start = int(epoch_rng(self.seed, epoch).integers(self.n)) if self.n else 0
         return np.roll(np.arange(self.n), -start).tolist()
 
@@ -21,7 +19,7 @@ class RandomOffsetSequentialSampler(EverySampleOnce):
 class RandomPermutationSampler(EverySampleOnce):
     """A fresh random permutation each epoch (what ``shuffle=True`` gives), resumable: `make_loader`'s default."""
 
-    def order(self, epoch: int) -> List[int]:
+    def order(self, epoch: int) -> list[int]:
         return epoch_rng(self.seed, epoch).permutation(self.n).tolist()
 
 
@@ -31,5 +29,5 @@ class InOrderSampler(EverySampleOnce):
     def __init__(self, n: SampleCount) -> None:
         super().__init__(n, seed=0)
 
-    def order(self, epoch: int) -> List[int]:
+    def order(self, epoch: int) -> list[int]:
         return list(range(self.n))

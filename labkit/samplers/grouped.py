@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -29,10 +30,10 @@ class GroupedBatchSampler(ResumableSampler):
                              f"{batch_size}; raise batch_size or split the group")
         self.batch_size, self.shuffle = int(batch_size), shuffle
 
-    def order(self, epoch: int) -> List[List[int]]:
+    def order(self, epoch: int) -> list[list[int]]:
         sequence = epoch_rng(self.seed, epoch).permutation(len(self.members)) if self.shuffle else range(len(self.members))
-        batches: List[List[int]] = []
-        current: List[int] = []
+        batches: list[list[int]] = []
+        current: list[int] = []
         for g in sequence:
             if len(current) + len(self.members[g]) > self.batch_size:
                 batches.append(current)

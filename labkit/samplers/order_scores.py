@@ -13,19 +13,17 @@ samplers themselves are in `labkit.samplers.resumable`, which imports nothing fr
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import List, Sequence
 
 import numpy as np
-
-
 
 # -- orders that are scored, not samplers --------------------------------------------------------------
 
 def shuffle_buffer_order(sequence: Sequence[int], buffer_size: int, rng: np.random.Generator) -> np.ndarray:
     """The order a streaming shuffle buffer (tf.data, WebDataset, FFCV's page buffer) produces."""
-    out: List[int] = []
-    buffer: List[int] = []
+    out: list[int] = []
+    buffer: list[int] = []
     for item in sequence:
         if len(buffer) < buffer_size:
             buffer.append(int(item))

@@ -22,16 +22,17 @@ displacement, pages per batch) is scored in `labkit.samplers.order_scores`.
 
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Sized, Tuple, Union
+from collections.abc import Iterator, Sized
+from typing import Any
 
 import numpy as np
 from torch.utils.data import Sampler
 
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 
-Item = Union[int, List[int]]
+Item = int | list[int]
 #: What the samplers count: a number of samples, or (as torch's samplers take) the dataset itself.
-SampleCount = Union[int, Sized]
+SampleCount = int | Sized
 
 
 def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
@@ -60,10 +61,10 @@ class ResumableSampler(Sampler):
         self.seed = int(seed)
         self.epoch = 0
         self._resume_at = 0  # position the next iteration starts from
-        self._iter_epoch: Optional[int] = None  # epoch of the iteration in progress (or last finished)
+        self._iter_epoch: int | None = None  # epoch of the iteration in progress (or last finished)
         self._yielded = 0
 
-    def order(self, epoch: int) -> List[Item]:
+    def order(self, epoch: int) -> list[Item]:
         """Everything the sampler yields in ``epoch``, in order."""
         raise NotImplementedError
 
@@ -82,7 +83,7 @@ class ResumableSampler(Sampler):
             self.epoch = epoch + 1
 
     @property
-    def next_start(self) -> Tuple[int, int]:
+    def next_start(self) -> tuple[int, int]:
         """The epoch and the position in it that the next pass starts from."""
         return self.epoch, self._resume_at
 
@@ -92,7 +93,7 @@ class ResumableSampler(Sampler):
             self._resume_at = 0
         self.epoch = int(epoch)
 
-    def state_dict(self, consumed: Optional[int] = None) -> Dict[str, Any]:
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Where the order stands; ``consumed`` overrides the count of items handed out so far."""
         if self._iter_epoch is None:
             epoch, position = self.epoch, self._resume_at
@@ -102,7 +103,7 @@ class ResumableSampler(Sampler):
             position = int(consumed)
         return {"sampler": type(self).__name__, "seed": self.seed, "epoch": epoch, "position": position}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("sampler") != type(self).__name__ or state.get("seed") != self.seed:
             raise LabkitValueError(f"state of {state.get('sampler')} with seed {state.get('seed')} cannot resume "
                              f"{type(self).__name__} with seed {self.seed}: build the sampler as the run that saved it")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import List
 
 import numpy as np
 
@@ -28,7 +27,7 @@ class FolderIndex:
     """The samples of one ImageFolder: paths relative to ``root``, their labels and the class names."""
 
     root: str
-    classes: List[str]
+    classes: list[str]
     relpaths: StringTable
     labels: np.ndarray
 
@@ -54,10 +53,10 @@ def scan_image_folder(root: PathLike) -> FolderIndex:
     if not classes:
         raise LabkitFileNotFoundError(f"{root}: no class folders. An ImageFolder holds one sub-folder per class, "
                                 "each holding that class's images")
-    relpaths: List[str] = []
-    labels: List[int] = []
+    relpaths: list[str] = []
+    labels: list[int] = []
     for label, cls in enumerate(classes):
-        found: List[str] = []
+        found: list[str] = []
         for dirpath, dirnames, filenames in os.walk(os.path.join(root, cls), followlinks=False):
             dirnames[:] = [d for d in dirnames if _visible(d)]
             prefix = os.path.join(os.path.relpath(dirpath, root), "")

@@ -24,15 +24,22 @@ import os
 import struct
 import threading
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Any
 
 import numpy as np
 
 from labkit.core.atomic import clear_dead_temporaries, publish, temporary_name
 from labkit.core.disk_space import disk_full_error, is_disk_full
-from labkit.core.errors import (LabkitError, LabkitFileNotFoundError, LabkitIndexError, LabkitOSError, LabkitTypeError,
-                                LabkitValueError)
+from labkit.core.errors import (
+    LabkitError,
+    LabkitFileNotFoundError,
+    LabkitIndexError,
+    LabkitOSError,
+    LabkitTypeError,
+    LabkitValueError,
+)
 from labkit.core.indices import wrap_indices
 from labkit.core.string_table import PathLike, StringTable, printable
 
@@ -65,8 +72,8 @@ SYNC_BEHIND = 128 << 20
 class PackError(LabkitError, ValueError):
     """A pack file is damaged or is not a pack; the message names the file and the sample."""
 
-    def __init__(self, message: str, pack_path: Optional[str] = None, index: Optional[int] = None,
-                 sample_path: Optional[str] = None) -> None:
+    def __init__(self, message: str, pack_path: str | None = None, index: int | None = None,
+                 sample_path: str | None = None) -> None:
         # One positional argument, so DataLoader can re-raise it in the main process.
         super().__init__(message)
         self.pack_path = pack_path
@@ -74,8 +81,8 @@ class PackError(LabkitError, ValueError):
         self.sample_path = sample_path
 
     @classmethod
-    def at(cls, pack_path: PathLike, problem: str, index: Optional[int] = None,
-           sample_path: Optional[str] = None, fix: str = "") -> "PackError":
+    def at(cls, pack_path: PathLike, problem: str, index: int | None = None,
+           sample_path: str | None = None, fix: str = "") -> PackError:
         """The error for ``problem`` in ``pack_path`` (at sample ``index``), with the fix."""
         where = os.fsdecode(pack_path)
         if index is not None:
@@ -180,7 +187,7 @@ def _parse_header(path: PathLike, head: bytes, file_size: int) -> PackLayout:
 
 
 def _check_records(path: PathLike, layout: PackLayout, records: np.ndarray, paths: StringTable,
-                   n_classes: int, item_bytes: Optional[int]) -> None:
+                   n_classes: int, item_bytes: int | None) -> None:
     """Bounds-check every record at once; name the first bad one."""
 
     def first_bad(mask: np.ndarray) -> int:
@@ -219,7 +226,7 @@ class PackReader:
     def __init__(self, path: PathLike, check_crc: bool = True) -> None:
         self.path = os.fspath(path)
         self.check_crc = check_crc
-        self._map: Optional[np.memmap] = None
+        self._map: np.memmap | None = None
         self._open()
 
     # -- opening and pickling -------------------------------------------------
@@ -248,10 +255,10 @@ class PackReader:
         try:
             path_bytes = np.frombuffer(trailer, np.uint8, layout.paths_length, layout.paths_offset - base)
             self.paths = StringTable(path_bytes, path_offsets)
-            self.meta: Dict[str, Any] = json.loads(trailer[layout.meta_offset - base :])
-            self.classes: List[str] = [str(c) for c in self.meta["classes"]]
+            self.meta: dict[str, Any] = json.loads(trailer[layout.meta_offset - base :])
+            self.classes: list[str] = [str(c) for c in self.meta["classes"]]
             decoded = self.meta.get("decoded")
-            self.decoded_shape: Optional[Tuple[int, ...]] = tuple(int(d) for d in decoded["shape"]) if decoded else None
+            self.decoded_shape: tuple[int, ...] | None = tuple(int(d) for d in decoded["shape"]) if decoded else None
         except (ValueError, KeyError, TypeError) as e:
             raise CorruptIndexError.at(self.path, f"unreadable path table or metadata ({e})", fix=REPACK) from None
         if (layout.kind == KIND_DECODED) != (self.decoded_shape is not None):
@@ -279,10 +286,10 @@ class PackReader:
             self._map = np.memmap(self.path, dtype=np.uint8, mode="r").view(np.ndarray)
         return self._map
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         return {"path": self.path, "check_crc": self.check_crc}
 
-    def __setstate__(self, state: Dict[str, Any]) -> None:
+    def __setstate__(self, state: dict[str, Any]) -> None:
         self.path = state["path"]
         self.check_crc = state["check_crc"]
         self._map = None
@@ -298,7 +305,7 @@ class PackReader:
         return _KIND_NAMES[self.layout.kind]
 
     @property
-    def fields(self) -> Dict[str, List[Any]]:
+    def fields(self) -> dict[str, list[Any]]:
         """The samples' own fields (`labkit.storage.sample_writer.pack_samples`): {name: one JSON value per
         sample, None where a sample has none}; empty for a pack without them."""
         return dict(self.meta.get("fields", {}))
@@ -333,7 +340,7 @@ class PackReader:
         """Sample i's bytes (an encoded image file, or a decoded array's raw bytes)."""
         return self.view(i).tobytes()
 
-    def read_many(self, indices: Sequence[int]) -> List[bytes]:
+    def read_many(self, indices: Sequence[int]) -> list[bytes]:
         """Bytes of many samples (a batch), in the order asked, each checked against its CRC32: one call for the
         batch, so a batch costs no Python call per sample. A damaged sample raises, naming the first."""
         checked = wrap_indices(indices, len(self), self._check_index)
@@ -349,7 +356,7 @@ class PackReader:
                                                i, self.paths[i], REPACK)
         return out
 
-    def read_decoded(self, indices: Sequence[int], out: Optional[np.ndarray] = None) -> np.ndarray:
+    def read_decoded(self, indices: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
         """Decoded samples as one writable uint8 array of shape (len(indices), C, H, W): ``out`` if
         given (a batch buffer in shared memory, say), else a new one."""
         if self.decoded_shape is None:
@@ -374,8 +381,8 @@ class PackWriter:
     removed when a writer opens (`labkit.core.atomic.clear_dead_temporaries`).
     """
 
-    def __init__(self, path: PathLike, classes: Sequence[str], decoded_shape: Optional[Sequence[int]] = None,
-                 alignment: int = 1, extra_meta: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, path: PathLike, classes: Sequence[str], decoded_shape: Sequence[int] | None = None,
+                 alignment: int = 1, extra_meta: dict[str, Any] | None = None) -> None:
         if alignment < 1:
             raise LabkitValueError(f"alignment must be >= 1, got {alignment}")
         self.path = os.fspath(path)
@@ -386,21 +393,21 @@ class PackWriter:
         self.extra_meta = dict(extra_meta or {})
         # one sample at a time (`add`) goes to the lists, whole runs (`add_written`) to the chunks;
         # `_flush` moves the lists into the chunks so that order is kept
-        self._records: List[Tuple[int, int, int, int]] = []
-        self._paths: List[PathLike] = []
-        self._record_chunks: List[np.ndarray] = []
-        self._path_chunks: List[StringTable] = []
+        self._records: list[tuple[int, int, int, int]] = []
+        self._paths: list[PathLike] = []
+        self._record_chunks: list[np.ndarray] = []
+        self._path_chunks: list[StringTable] = []
         parent = os.path.dirname(os.path.abspath(self.path))
         os.makedirs(parent, exist_ok=True)
         clear_dead_temporaries(self.path)
         self._file = open(self.tmp_path, "wb")
         self._synced_to = 0
-        self._syncer: Optional[threading.Thread] = None
-        self._sync_error: Optional[OSError] = None
+        self._syncer: threading.Thread | None = None
+        self._sync_error: OSError | None = None
         self._data_offset = _align(HEADER_SIZE, alignment)
         self._file.write(b"\0" * self._data_offset)
 
-    def __enter__(self) -> "PackWriter":
+    def __enter__(self) -> PackWriter:
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -412,7 +419,7 @@ class PackWriter:
     def __len__(self) -> int:
         return len(self._records) + sum(len(chunk) for chunk in self._record_chunks)
 
-    def add(self, data: Union[bytes, np.ndarray], label: int, relpath: PathLike) -> None:
+    def add(self, data: bytes | np.ndarray, label: int, relpath: PathLike) -> None:
         """Append one sample: encoded file bytes, or a uint8 array of ``decoded_shape``."""
         if not 0 <= label < len(self.classes):
             raise LabkitValueError(f"{os.fsdecode(relpath)!r}: label {label} is not one of the {len(self.classes)} classes")
@@ -558,7 +565,7 @@ class VerifyReport:
     kind: str
     count: int
     nbytes: int
-    classes: List[str]
+    classes: list[str]
 
     def __str__(self) -> str:
         return (f"OK {self.path}: {self.count} {self.kind} samples, {len(self.classes)} classes, "
@@ -578,7 +585,7 @@ def verify_pack(path: PathLike, progress: bool = False) -> VerifyReport:
     return VerifyReport(reader.path, reader.kind, len(reader), reader.nbytes, reader.classes)
 
 
-def abandon_pack(writer: Optional[PackWriter], dst: PathLike, error: BaseException) -> None:
+def abandon_pack(writer: PackWriter | None, dst: PathLike, error: BaseException) -> None:
     """Remove what an unfinished pack left (if its writer had opened) after ``error``; a full disk raises
     `DiskFullError` naming ``dst`` and how much was written, any other error is the caller's to re-raise."""
     written = None

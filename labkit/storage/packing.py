@@ -18,10 +18,11 @@ import itertools
 import multiprocessing as mp
 import os
 import zlib
+from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Deque, Dict, Iterator, List, Optional, Tuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -51,7 +52,7 @@ class PackReport:
     kind: str
     count: int
     nbytes: int
-    skipped: List[Dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
         text = f"packed {self.count} {self.kind} samples into {self.path} ({self.nbytes / 2**20:.1f} MiB)"
@@ -69,7 +70,7 @@ class _Run:
     root: str
     first: int
     relpaths: StringTable
-    decoded_hw: Optional[Tuple[int, int]]
+    decoded_hw: tuple[int, int] | None
     decoder: str
     check: bool
     max_pixels: int
@@ -77,7 +78,7 @@ class _Run:
 
 
 # records of the files kept (offsets in the pack), their positions in the run, (position, error) of the others
-_RunResult = Tuple[np.ndarray, np.ndarray, List[Tuple[int, str]]]
+_RunResult = tuple[np.ndarray, np.ndarray, list[tuple[int, str]]]
 
 
 #: How often a worker waiting for its turn checks whether the pack was abandoned.
@@ -119,7 +120,7 @@ class _Layout:
                 self.changed.release()
 
 
-_WORKER: Dict[str, Any] = {}  # in a packing process: the shared layout and the pack, open for writing
+_WORKER: dict[str, Any] = {}  # in a packing process: the shared layout and the pack, open for writing
 
 
 def _open_pack(layout: _Layout, pack: str) -> None:
@@ -164,7 +165,7 @@ def sample_bytes(run: _Run, path: bytes) -> bytes:
     return data
 
 
-def _write_at(fd: int, pieces: List[bytes], offset: int) -> None:
+def _write_at(fd: int, pieces: list[bytes], offset: int) -> None:
     data = b"".join(pieces)
     done = 0
     while done < len(data):
@@ -174,10 +175,10 @@ def _write_at(fd: int, pieces: List[bytes], offset: int) -> None:
 def _pack_run(run: _Run) -> _RunResult:
     """Read (and check or decode) one run's files, take the run's place in the pack and write them there;
     what cannot be read is reported."""
-    pieces: List[bytes] = []
-    records: List[Tuple[int, int, int, int]] = []
-    kept: List[int] = []
-    failed: List[Tuple[int, str]] = []
+    pieces: list[bytes] = []
+    records: list[tuple[int, int, int, int]] = []
+    kept: list[int] = []
+    failed: list[tuple[int, str]] = []
     root, blob, ends = os.path.join(os.fsencode(run.root), b""), run.relpaths.blob.tobytes(), run.relpaths.offsets
     size = 0
     for k, (a, b) in enumerate(zip(ends[:-1].tolist(), ends[1:].tolist())):
@@ -202,10 +203,10 @@ def _pack_run(run: _Run) -> _RunResult:
 
 
 def _in_order(executor: ProcessPoolExecutor, runs: Iterator[_Run],
-              window: int) -> Iterator[Tuple[_Run, _RunResult]]:
+              window: int) -> Iterator[tuple[_Run, _RunResult]]:
     """Each run with its result, in order, with at most ``window`` runs handed out and not yet collected
     (``Executor.map`` would hand out every run at once, each holding its paths)."""
-    pending: Deque[Tuple[_Run, Future]] = collections.deque(
+    pending: collections.deque[tuple[_Run, Future]] = collections.deque(
         (run, executor.submit(_pack_run, run)) for run in itertools.islice(runs, window))
     while pending:
         run, future = pending.popleft()
@@ -225,7 +226,7 @@ def _in_order(executor: ProcessPoolExecutor, runs: Iterator[_Run],
 RUN_BYTES = 32 << 20
 
 
-def _run_length(index: FolderIndex, workers: int, sample_bytes: Optional[int]) -> int:
+def _run_length(index: FolderIndex, workers: int, sample_bytes: int | None) -> int:
     """Files per run: several runs per worker (balance, a moving progress bar), at most 256 and about
     `RUN_BYTES` (the size of a decoded sample, else the median size of a few files)."""
     if sample_bytes is None:
@@ -240,7 +241,7 @@ def _run_length(index: FolderIndex, workers: int, sample_bytes: Optional[int]) -
     return max(1, min(256, len(index) // (4 * workers), RUN_BYTES // max(1, sample_bytes)))
 
 
-def _needed_bytes(index: FolderIndex, sample_bytes: Optional[int]) -> Tuple[int, str]:
+def _needed_bytes(index: FolderIndex, sample_bytes: int | None) -> tuple[int, str]:
     """The bytes a pack of ``index`` takes at most (its samples, their records and paths) and what they are: the
     files' own sizes, or ``sample_bytes`` each when decoded (plus the alignment of each)."""
     if sample_bytes is None:
@@ -257,7 +258,7 @@ def _needed_bytes(index: FolderIndex, sample_bytes: Optional[int]) -> Tuple[int,
     return samples + len(index) * RECORD_DTYPE.itemsize + index.relpaths.blob.nbytes + (1 << 16), what
 
 
-def _stop(executor: Optional[ProcessPoolExecutor], layout: Optional[_Layout]) -> None:
+def _stop(executor: ProcessPoolExecutor | None, layout: _Layout | None) -> None:
     """Stop the packing processes: those waiting for their turn give up, the runs not started are dropped."""
     if layout is not None:
         layout.abandon()
@@ -265,8 +266,8 @@ def _stop(executor: Optional[ProcessPoolExecutor], layout: Optional[_Layout]) ->
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None, decoder: str = "pil",
-                alignment: Optional[int] = None, check: bool = True, workers: Optional[int] = None,
+def pack_folder(src: PathLike, dst: PathLike, decoded_size: int | None = None, decoder: str = "pil",
+                alignment: int | None = None, check: bool = True, workers: int | None = None,
                 progress: bool = True, max_pixels: int = MAX_PIXELS) -> PackReport:
     """Pack every image of the ImageFolder ``src`` into the single file ``dst``.
 
@@ -285,16 +286,16 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
     require_space(dst, *_needed_bytes(index, 3 * hw[0] * hw[1] if hw else None))
     alignment = alignment or (DECODED_ALIGNMENT if hw else 1)
     workers = max(1, min(workers or usable_cpus(), len(index)))
-    skipped: List[Dict[str, str]] = []
+    skipped: list[dict[str, str]] = []
     # `skipped` is filled while packing; the writer stores it with the index when it closes.
     meta = {"source": os.path.basename(os.path.abspath(index.root)), "skipped": skipped}
     if hw:
         meta["decoded_by"] = decoder
     bar = tqdm(total=len(index), desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit=" files",
                disable=not progress)
-    executor: Optional[ProcessPoolExecutor] = None
-    writer: Optional[PackWriter] = None
-    layout: Optional[_Layout] = None
+    executor: ProcessPoolExecutor | None = None
+    writer: PackWriter | None = None
+    layout: _Layout | None = None
     try:
         writer = PackWriter(dst, index.classes, (3, *hw) if hw else None, alignment, meta)
         context = mp.get_context()
@@ -306,7 +307,7 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: Optional[int] = None
                 for number, a in enumerate(range(0, len(index), step)))
         if workers == 1:  # in this process, whose torch threads stay as they are
             _open_pack(layout, writer.tmp_path)
-            results: Iterator[Tuple[_Run, _RunResult]] = ((run, _pack_run(run)) for run in runs)
+            results: Iterator[tuple[_Run, _RunResult]] = ((run, _pack_run(run)) for run in runs)
         else:
             with interrupts_deferred():  # the pool's processes start at the first task
                 executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,

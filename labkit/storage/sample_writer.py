@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.string_table import PathLike, printable
@@ -50,7 +51,7 @@ def _read(image: Any, k: int) -> tuple:
                           "(a PIL image: save it to bytes first, e.g. with io.BytesIO)")
 
 
-def pack_samples(samples: Iterable[Any], dst: PathLike, classes: Optional[Sequence[str]] = None,
+def pack_samples(samples: Iterable[Any], dst: PathLike, classes: Sequence[str] | None = None,
                  check: bool = True, progress: bool = True, max_pixels: int = MAX_PIXELS) -> PackReport:
     """Pack ``samples`` (see the module's docstring) into the single file ``dst``.
 
@@ -62,9 +63,9 @@ def pack_samples(samples: Iterable[Any], dst: PathLike, classes: Optional[Sequen
     from tqdm.auto import tqdm
 
     fixed = classes is not None
-    skipped: List[Dict[str, str]] = []
-    columns: Dict[str, List[Any]] = {}
-    writer: Optional[PackWriter] = None
+    skipped: list[dict[str, str]] = []
+    columns: dict[str, list[Any]] = {}
+    writer: PackWriter | None = None
     bar = tqdm(desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit=" samples", disable=not progress)
     try:
         writer = PackWriter(dst, list(classes or []), extra_meta={"source": "pack_samples", "skipped": skipped,
@@ -109,7 +110,7 @@ class _Labels:
     """Class indices of labels, growing the class names (strings in the order they first appear, ints as
     ``"0"``, ``"1"``, ...) unless they were given."""
 
-    def __init__(self, names: List[str], fixed: bool) -> None:
+    def __init__(self, names: list[str], fixed: bool) -> None:
         self.names, self.fixed = names, fixed
         self.position = {name: k for k, name in enumerate(names)}
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from typing import Any, Iterator, List, Sequence, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 from torch.utils.data import get_worker_info
@@ -24,7 +25,7 @@ from labkit.core.string_table import PathLike
 from labkit.core.timing import timestamp
 from labkit.storage.pack_format import PackError, PackReader, PackWriter
 
-Record = Tuple[bytes, int]
+Record = tuple[bytes, int]
 
 
 def _is_slice_of(shard: str, source: PackReader, start: int, size: int) -> bool:
@@ -36,7 +37,7 @@ def _is_slice_of(shard: str, source: PackReader, start: int, size: int) -> bool:
     return len(reader) == size and np.array_equal(reader.records["crc32"], expected)
 
 
-def split_pack(pack: PathLike, out_dir: PathLike, sizes: Sequence[int], prefix: str = "shard") -> List[str]:
+def split_pack(pack: PathLike, out_dir: PathLike, sizes: Sequence[int], prefix: str = "shard") -> list[str]:
     """Cut ``pack`` into consecutive shard packs of ``sizes`` records: ``out_dir/shard-00.pack``, ...
 
     Records keep their bytes, labels and paths. Shards already there holding the same records
@@ -77,7 +78,7 @@ def record_key(record: Record) -> int:
     return zlib.crc32(record[0])
 
 
-def record_key_and_worker(record: Record) -> Tuple[int, int]:
+def record_key_and_worker(record: Record) -> tuple[int, int]:
     """(`record_key`, the DataLoader worker that read the record; 0 in the main process): who yielded what."""
     info = get_worker_info()
     return record_key(record), info.id if info else 0

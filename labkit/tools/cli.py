@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 import os
 import sys
-from typing import Any, List, Optional, Tuple
+from typing import Any
 
 from labkit.core.disk_space import is_disk_full
 from labkit.core.environment import quick_mode
@@ -21,7 +21,7 @@ from labkit.core.user_paths import check_output_file, check_output_folder, requi
 from labkit.core.wording import clipped
 
 
-def _size(text: str) -> Tuple[int, int]:
+def _size(text: str) -> tuple[int, int]:
     try:
         w, h = (int(v) for v in text.lower().split("x"))
     except ValueError:
@@ -47,8 +47,8 @@ def _cmd_data(args: argparse.Namespace) -> int:
     else:  # the kit's own data folder, made as needed
         args.out = os.path.join(data_root(), kind) if kind else kit_photos(quick)
     if args.hostile:
-        from labkit.core.string_table import printable
         from labkit.bench.synthetic_data import make_hostile
+        from labkit.core.string_table import printable
 
         for case in make_hostile(args.out, seed=args.seed):
             print(f"{case.expect:>8}  {clipped(printable(case.relpath), 60)}  ({case.what})")
@@ -100,7 +100,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 0
 
 
-def _ablation_settings(args: argparse.Namespace, quick: bool) -> "Any":
+def _ablation_settings(args: argparse.Namespace, quick: bool) -> Any:
     from labkit.bench.ablation_versions import AblationSettings
 
     return AblationSettings(batch_size=args.batch, num_workers=args.workers, runs=args.runs,
@@ -153,7 +153,7 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _image_shape(text: str) -> Tuple[int, ...]:
+def _image_shape(text: str) -> tuple[int, ...]:
     try:
         return tuple(int(v) for v in text.lower().split("x"))
     except ValueError:
@@ -161,10 +161,9 @@ def _image_shape(text: str) -> Tuple[int, ...]:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
+    from labkit.core.cpus import cpu_budget
     from labkit.decode.registry import decoder_table
     from labkit.diagnose.doctor import LoaderPlan, diagnose, format_findings
-
-    from labkit.core.cpus import cpu_budget
 
     workers = args.workers if args.workers is not None else cpu_budget(ranks=args.ranks_per_node).workers_per_rank
     plan = LoaderPlan(num_workers=workers, prefetch_factor=args.prefetch,
@@ -278,7 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

@@ -21,17 +21,26 @@ import random
 import struct
 import tempfile
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Dict, List, Sequence, Tuple
+from typing import Any
 
 # The header's layout too: a mutation must know where each field lies.
 from labkit.core.errors import LabkitError, LabkitValueError
-from labkit.storage.pack_format import (HEADER_CRC_STRUCT, HEADER_SIZE, HEADER_STRUCT, RECORD_DTYPE, PackError,
-                                        PackReader, PackWriter, verify_pack)
+from labkit.storage.pack_format import (
+    HEADER_CRC_STRUCT,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    RECORD_DTYPE,
+    PackError,
+    PackReader,
+    PackWriter,
+    verify_pack,
+)
 
 SAMPLE_CLASSES = ["a", "b"]
 SAMPLE_BLOBS = [b"first sample", b"", b"\x00\xff" * 100, random.Random(0).randbytes(333)]
-SAMPLE_NAMES: List[Any] = ["a/0.jpg", "a/empty.jpg", b"b/caf\xe9.jpg", "b/3.jpg"]  # one path is not UTF-8
+SAMPLE_NAMES: list[Any] = ["a/0.jpg", "a/empty.jpg", b"b/caf\xe9.jpg", "b/3.jpg"]  # one path is not UTF-8
 SAMPLE_LABELS = [0, 0, 1, 1]
 
 # Header fields after magic and version, in the order of HEADER_STRUCT; trailer_crc is rewritten by re-signing.
@@ -39,7 +48,7 @@ HEADER_FIELDS = ("kind", "count", "data_offset", "index_offset", "paths_length",
                  "alignment")
 
 
-def _header_offsets() -> Dict[str, Tuple[int, str]]:
+def _header_offsets() -> dict[str, tuple[int, str]]:
     """Byte offset and struct format of every header field, read from the header's own format."""
     names = ("magic", "version", *HEADER_FIELDS, "trailer_crc")
     codes = ["8s", *list(HEADER_STRUCT.format.lstrip("<")[2:])]
@@ -64,7 +73,7 @@ class BrokenPromise(LabkitError, AssertionError):
     """The reader did something other than return the packed bytes or raise a PackError naming the file."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sample_pack_bytes(alignment: int = 1) -> bytes:
     """The bytes of a small valid pack of `SAMPLE_BLOBS` (written once per process)."""
     with tempfile.TemporaryDirectory(prefix="labkit-fuzz-") as tmp:
@@ -117,7 +126,7 @@ class Mutation:
     """
 
     kind: str
-    args: Tuple[Any, ...]
+    args: tuple[Any, ...]
     resign: bool = False
 
     def apply(self, path: str) -> None:

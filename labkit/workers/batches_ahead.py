@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import Any, Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from labkit.core.errors import LabkitValueError
 
@@ -39,7 +40,7 @@ class BatchesAhead:
         return f"BatchesAhead({self.loader!r}, ahead={self.batches_ahead})"
 
     def __iter__(self) -> Iterator[Any]:
-        ready: "queue.Queue[Any]" = queue.Queue(maxsize=self.batches_ahead)
+        ready: queue.Queue[Any] = queue.Queue(maxsize=self.batches_ahead)
         stop = threading.Event()
 
         def produce() -> None:

@@ -10,7 +10,7 @@ with the same crops. Validation reads in order. Lightning moves the batches to t
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import lightning.pytorch as pl
 from torch.utils.data import Dataset
@@ -23,8 +23,8 @@ from labkit.workers.stateful_loader import StatefulLoader
 class LabkitDataModule(pl.LightningDataModule):
     """``train`` (and ``val``, if given) through `make_loader`; the other arguments are make_loader's."""
 
-    def __init__(self, train: Dataset, val: Optional[Dataset] = None, batch_size: int = 64,
-                 num_workers: Optional[int] = None, seed: int = 0, **loader_options: Any) -> None:
+    def __init__(self, train: Dataset, val: Dataset | None = None, batch_size: int = 64,
+                 num_workers: int | None = None, seed: int = 0, **loader_options: Any) -> None:
         super().__init__()
         self.train, self.val = train, val
         self.batch_size, self.num_workers, self.seed, self.loader_options = batch_size, num_workers, seed, loader_options

@@ -12,7 +12,8 @@ run is ``loader.load_state_dict(checkpoint["loader"])``.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, IterableDataset, Sampler, Subset
@@ -36,7 +37,6 @@ from labkit.workers.thread_budget import limit_worker_threads
 from labkit.workers.watchdog import watched_loader
 from labkit.workers.worker_init import WorkerInitChain
 
-
 DEFAULT_BATCH_SIZE = 64
 
 #: What a DataLoader tells its trainers about itself; a `make_loader` loader tells the same (`StatefulLoader`).
@@ -45,8 +45,8 @@ TORCH_ATTRIBUTES = ("dataset", "batch_size", "sampler", "batch_sampler", "drop_l
                     "multiprocessing_context", "generator")
 
 
-def _order(dataset: Dataset, shuffle: Optional[bool], sampler: Optional[Sampler], batch_sampler: Optional[Sampler],
-           seed: Optional[int], generator: Optional[torch.Generator]) -> Tuple[Any, bool]:
+def _order(dataset: Dataset, shuffle: bool | None, sampler: Sampler | None, batch_sampler: Sampler | None,
+           seed: int | None, generator: torch.Generator | None) -> tuple[Any, bool]:
     """The sampler the loader draws from, and whether make_loader made it (and so drew its seed)."""
     given = sampler if sampler is not None else batch_sampler
     if given is not None:
@@ -70,8 +70,8 @@ def _order(dataset: Dataset, shuffle: Optional[bool], sampler: Optional[Sampler]
     return RandomPermutationSampler(dataset, seed=chosen), seed_drawn  # type: ignore[arg-type]
 
 
-def _slot_loader(image_dataset: Any, dataset: Dataset, batches: Optional[BatchSampler], options: Dict[str, Any],
-                 hang_timeout: Optional[float]) -> SlotLoader:
+def _slot_loader(image_dataset: Any, dataset: Dataset, batches: BatchSampler | None, options: dict[str, Any],
+                 hang_timeout: float | None) -> SlotLoader:
     """``batch_slots=True``: the batches made here, each written by a worker into a reused shared-memory slot."""
     if not (getattr(image_dataset, "fills_batches", False) and getattr(image_dataset, "size", None) is not None
             and image_dataset is dataset and isinstance(batches, BatchSampler)):
@@ -97,12 +97,12 @@ def _warn_past_share(workers: int) -> None:
                   "the count", LabkitWarning, stacklevel=3)
 
 
-def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE, shuffle: Optional[bool] = None,
-                sampler: Optional[Sampler] = None, batch_sampler: Optional[Sampler] = None,
-                num_workers: Optional[int] = None, collate_fn: Optional[Callable] = None,
-                pin_memory: Optional[bool] = None, drop_last: bool = False, prefetch_factor: Optional[int] = None,
-                persistent_workers: Optional[bool] = None, worker_init_fn: Optional[Callable[[int], None]] = None,
-                seed: Optional[int] = None, profile: Optional[bool] = None, hang_timeout: Optional[float] = None,
+def make_loader(dataset: Dataset, batch_size: int | None = DEFAULT_BATCH_SIZE, shuffle: bool | None = None,
+                sampler: Sampler | None = None, batch_sampler: Sampler | None = None,
+                num_workers: int | None = None, collate_fn: Callable | None = None,
+                pin_memory: bool | None = None, drop_last: bool = False, prefetch_factor: int | None = None,
+                persistent_workers: bool | None = None, worker_init_fn: Callable[[int], None] | None = None,
+                seed: int | None = None, profile: bool | None = None, hang_timeout: float | None = None,
                 batch_slots: bool = False, **kwargs: Any) -> StatefulLoader:
     """A DataLoader over ``dataset`` that keeps its own place (`StatefulLoader`); every argument left as
     ``None`` gets labkit's default, and the rest mean what they mean to ``torch.utils.data.DataLoader``.
@@ -133,9 +133,9 @@ def make_loader(dataset: Dataset, batch_size: Optional[int] = DEFAULT_BATCH_SIZE
     image_dataset = dataset.dataset if isinstance(dataset, Subset) else dataset
     if collate_fn is None and isinstance(image_dataset, LabeledImageDataset):
         collate_fn = stack_uint8
-    options: Dict[str, Any] = dict(num_workers=workers, collate_fn=collate_fn,
+    options: dict[str, Any] = dict(num_workers=workers, collate_fn=collate_fn,
                                    pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory, **kwargs)
-    batches: Optional[Sampler] = None  # the batch sampler a DataLoader given these arguments would have
+    batches: Sampler | None = None  # the batch sampler a DataLoader given these arguments would have
     if batch_sampler is not None:
         if batch_size not in (DEFAULT_BATCH_SIZE, None) or drop_last:
             raise LabkitValueError(f"batch_sampler= makes the batches, so batch_size={batch_size} and drop_last="

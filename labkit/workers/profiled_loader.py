@@ -8,7 +8,8 @@ of each step spent waiting for data read against the seed's 30 % / 10 % rule.
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable, Iterator, List
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from labkit.core.environment import PROFILE_ENV
 from labkit.core.pass_through import PassThrough
@@ -30,7 +31,7 @@ class ProfiledLoader(PassThrough):
 
     def __init__(self, loader: Iterable, stream: Any = None) -> None:
         self.loader, self.stream = loader, stream
-        self.reports: List[LoaderReport] = []
+        self.reports: list[LoaderReport] = []
 
     def __len__(self) -> int:
         return len(self.loader)  # type: ignore[arg-type]

@@ -21,7 +21,8 @@ worker can still be writing into a slot that the new epoch hands out.
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler, Sampler, SequentialSampler
@@ -31,10 +32,10 @@ from labkit.core.host_buffers import storage_refs, writable_tensors
 from labkit.core.pass_through import PassThrough
 from labkit.workers.watchdog import watched_loader
 
-Filled = Tuple[int, int, List[int]]  # (slot, samples written, labels)
+Filled = tuple[int, int, list[int]]  # (slot, samples written, labels)
 
 
-class SlotBatch(List[int]):
+class SlotBatch(list[int]):
     """The indices of one batch and the slot its images go to."""
 
     def __init__(self, indices: Sequence[int], slot: int) -> None:
@@ -54,13 +55,13 @@ class SlotPool:
                                "use labkit.workers.loader_factory.make_loader instead")
         with writable_tensors():  # workers write them, whatever mode the pool was made in
             self.slots = [torch.empty(tuple(batch_shape), dtype=torch.uint8).share_memory_() for _ in range(count)]
-        self.pending: Set[int] = set()  # handed to a worker, not yet yielded
+        self.pending: set[int] = set()  # handed to a worker, not yet yielded
 
     def __repr__(self) -> str:
         held = sum(k not in self.pending and storage_refs(slot) != 1 for k, slot in enumerate(self.slots))
         return f"SlotPool({len(self.slots)} slots of {tuple(self.slots[0].shape)}: {len(self.pending)} pending, {held} held)"
 
-    def __getstate__(self) -> Dict[str, Any]:
+    def __getstate__(self) -> dict[str, Any]:
         return {"slots": self.slots, "pending": set()}  # workers write; only the main process allocates
 
     def take(self) -> int:
@@ -89,7 +90,7 @@ class SlotSampler(Sampler[SlotBatch]):
         # The body starts when the DataLoader asks for the first batch of an epoch, after it has
         # collected every task of the last one: no slot is being written any more.
         self.pool.pending.clear()
-        indices: List[int] = []
+        indices: list[int] = []
         for i in self.sampler:
             indices.append(i)
             if len(indices) == self.batch_size:
@@ -151,10 +152,10 @@ class SlotLoader:
     labkit's image datasets decode each batch straight into its slot (their ``__getitems__`` takes ``out=``).
     """
 
-    def __init__(self, dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Optional[Sampler] = None,
-                 num_workers: int = 2, prefetch_factor: Optional[int] = None, drop_last: bool = False,
-                 image_shape: Optional[Sequence[int]] = None, slots: Optional[int] = None,
-                 generator: Optional[torch.Generator] = None, hang_timeout: Optional[float] = None,
+    def __init__(self, dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Sampler | None = None,
+                 num_workers: int = 2, prefetch_factor: int | None = None, drop_last: bool = False,
+                 image_shape: Sequence[int] | None = None, slots: int | None = None,
+                 generator: torch.Generator | None = None, hang_timeout: float | None = None,
                  **kwargs: Any) -> None:
         self.dataset = dataset
         shape = tuple(image_shape) if image_shape is not None else tuple(dataset[0][0].shape)
@@ -184,7 +185,7 @@ class SlotLoader:
     def __len__(self) -> int:
         return len(self.loader)
 
-    def __iter__(self) -> Iterator[Tuple[torch.Tensor, torch.Tensor]]:
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         for slot, n, labels in self.loader:
             images = self.pool.slots[slot][:n]
             self.pool.pending.discard(slot)  # from here on, `images` keeps the slot from being reused

@@ -24,8 +24,9 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator, Sequence
 from multiprocessing import shared_memory
-from typing import Any, Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ def _attach(name: str) -> shared_memory.SharedMemory:
     return shared_memory.SharedMemory(name=name)
 
 
-def _ring(shm: shared_memory.SharedMemory, slots: int, shape: Tuple[int, ...], dtype: Any) -> np.ndarray:
+def _ring(shm: shared_memory.SharedMemory, slots: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     return np.ndarray((slots, *shape), dtype=dtype, buffer=shm.buf)
 
 
@@ -69,7 +70,7 @@ def _get(q: Any, stop: Any) -> Any:
 
 
 @contextlib.contextmanager
-def _worker_ring(name: str, slots: int, shape: Tuple[int, ...], dtype: Any) -> Iterator[np.ndarray]:
+def _worker_ring(name: str, slots: int, shape: tuple[int, ...], dtype: Any) -> Iterator[np.ndarray]:
     """A stage process's view of the ring: single-threaded torch, the segment attached, closed at exit.
 
     Forked from a parent that ran OpenMP, a process hangs in its first torch parallel region
@@ -87,11 +88,11 @@ def _worker_ring(name: str, slots: int, shape: Tuple[int, ...], dtype: Any) -> I
         shm.close()
 
 
-def _failure(stage: str, index: int, error: BaseException) -> Tuple[Any, ...]:
+def _failure(stage: str, index: int, error: BaseException) -> tuple[Any, ...]:
     return ("error", stage, index, f"{type(error).__name__}: {error}", traceback.format_exc())
 
 
-def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shape: Tuple[int, ...], dtype: Any,
+def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shape: tuple[int, ...], dtype: Any,
                  stop: Any, tasks: Any, free: Any, ready: Any, results: Any) -> None:
     with _worker_ring(name, slots, shape, dtype) as ring:
         while (task := _get(tasks, stop)) is not _STOP:
@@ -107,7 +108,7 @@ def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shap
             ready.put((index, slot))
 
 
-def _transform_loop(stage: Callable[[np.ndarray], Any], name: str, slots: int, shape: Tuple[int, ...], dtype: Any,
+def _transform_loop(stage: Callable[[np.ndarray], Any], name: str, slots: int, shape: tuple[int, ...], dtype: Any,
                     stop: Any, ready: Any, free: Any, results: Any) -> None:
     with _worker_ring(name, slots, shape, dtype) as ring:
         while (task := _get(ready, stop)) is not _STOP:
@@ -136,7 +137,7 @@ class StagedPipeline:
 
     def __init__(self, items: Sequence[Any], stage1: Callable[[Any], np.ndarray],
                  stage2: Callable[[np.ndarray], Any], frame_shape: Sequence[int], dtype: Any = np.uint8,
-                 num_decoders: int = 1, num_transformers: int = 1, slots: int = 8, context: Optional[str] = None,
+                 num_decoders: int = 1, num_transformers: int = 1, slots: int = 8, context: str | None = None,
                  persistent: bool = False) -> None:
         if num_decoders < 1 or num_transformers < 1 or slots < 1:
             raise LabkitValueError("num_decoders, num_transformers and slots must all be >= 1")
@@ -144,16 +145,16 @@ class StagedPipeline:
         self.frame_shape, self.dtype = tuple(int(d) for d in frame_shape), np.dtype(dtype)
         self.num_decoders, self.num_transformers, self.slots = num_decoders, num_transformers, slots
         self.ctx = mp.get_context(context)
-        self.shm: Optional[shared_memory.SharedMemory] = None
-        self.segment: Optional[str] = None  # name of the last ring, kept after it is unlinked (see segment_exists)
-        self.processes: List[Any] = []
+        self.shm: shared_memory.SharedMemory | None = None
+        self.segment: str | None = None  # name of the last ring, kept after it is unlinked (see segment_exists)
+        self.processes: list[Any] = []
         self.persistent = persistent
-        self._running: Optional[Tuple[Any, Any, Any, Any, Any]] = None  # (stop, tasks, ready, free, results)
+        self._running: tuple[Any, Any, Any, Any, Any] | None = None  # (stop, tasks, ready, free, results)
 
     def __len__(self) -> int:
         return len(self.items)
 
-    def _start(self) -> Tuple[Any, Any, Any, Any, Any]:
+    def _start(self) -> tuple[Any, Any, Any, Any, Any]:
         nbytes = self.slots * int(np.prod(self.frame_shape)) * self.dtype.itemsize
         self.shm = shared_memory.SharedMemory(create=True, size=max(1, nbytes))
         self.segment = self.shm.name
@@ -173,7 +174,7 @@ class StagedPipeline:
             p.start()
         return stop, tasks, ready, free, results
 
-    def __iter__(self) -> Iterator[Tuple[int, Any]]:
+    def __iter__(self) -> Iterator[tuple[int, Any]]:
         if self._running is None:
             self._running = self._start()
         stop, tasks, ready, free, results = self._running
@@ -191,7 +192,7 @@ class StagedPipeline:
         feeder = threading.Thread(target=feed, name="pipeline-feeder", daemon=True)
         feeder.start()
         finished = False
-        died: List[str] = []
+        died: list[str] = []
         try:
             for _ in range(len(self.items)):
                 message = self._next_result(results)
@@ -217,7 +218,7 @@ class StagedPipeline:
         """Stop every process and unlink the ring (a no-op when nothing runs)."""
         self._stop()
 
-    def _stop(self) -> List[str]:
+    def _stop(self) -> list[str]:
         """Stop every process and unlink the ring; the stages that had ended by themselves (not stopped or killed
         here) with an exit code other than 0, named with it."""
         if self._running is None:
@@ -231,18 +232,18 @@ class StagedPipeline:
             q.close()
         return died
 
-    def __enter__(self) -> "StagedPipeline":
+    def __enter__(self) -> StagedPipeline:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def _next_result(self, results: Any) -> Tuple[Any, ...]:
+    def _next_result(self, results: Any) -> tuple[Any, ...]:
         while True:
             try:
                 return results.get(timeout=_POLL_S)
             except queue.Empty:
-                broken: Optional[BaseException] = None
+                broken: BaseException | None = None
             except (ConnectionError, EOFError, OSError) as e:
                 # A stage killed while it hands a result over breaks the connection its tensors' file
                 # descriptors come through; the kernel shows its exit code a moment later.
@@ -256,7 +257,7 @@ class StagedPipeline:
                 raise PipelineError(f"receiving a result failed ({type(broken).__name__}: {broken}) while every stage "
                                     f"process was still alive {_DEATH_WAIT_S:g} s later") from broken
 
-    def _dead(self, wait_s: float) -> List[Any]:
+    def _dead(self, wait_s: float) -> list[Any]:
         """The stage processes that have ended, waiting up to ``wait_s`` for one to show its exit code."""
         deadline = Deadline(wait_s)
         while True:
@@ -265,7 +266,7 @@ class StagedPipeline:
                 return dead
             time.sleep(0.02)
 
-    def _shutdown(self) -> List[str]:
+    def _shutdown(self) -> list[str]:
         """Every process has been told to stop; wait briefly, kill what is left, unlink the ring. Returns the
         processes that ended with an exit code other than 0 before this killed anything."""
         for p in self.processes:

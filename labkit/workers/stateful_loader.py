@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import math
 import warnings
-from typing import Any, Dict, Iterable, Iterator, Optional
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from labkit.core.environment import rank_and_world
 from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
@@ -49,14 +50,14 @@ class StatefulLoader(PassThrough):
 
     wraps = "loader"
 
-    def __init__(self, loader: Iterable, sampler: Optional[ResumableSampler], batch_size: Optional[int],
-                 owns_seed: bool = False, unsaved: str = "", attributes: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, loader: Iterable, sampler: ResumableSampler | None, batch_size: int | None,
+                 owns_seed: bool = False, unsaved: str = "", attributes: dict[str, Any] | None = None) -> None:
         self.__dict__.update(attributes or {})
         self.loader, self._order, self._counted = loader, sampler, batch_size
         self._owns_seed, self._unsaved = owns_seed, unsaved
         self._warned_ranks = False
         self._in_pass = False  # between the first batch asked for and the end of the pass
-        self._epoch: Optional[int] = None  # the epoch of the pass in progress (or left early)
+        self._epoch: int | None = None  # the epoch of the pass in progress (or left early)
         self._start = self._steps = 0  # where that pass began in the order, and the batches taken since
         self._resumed = False
 
@@ -120,7 +121,7 @@ class StatefulLoader(PassThrough):
             yield batch
         self._epoch, self._in_pass = None, False
 
-    def state_dict(self) -> Dict[str, Any]:
+    def state_dict(self) -> dict[str, Any]:
         """Where the loop stands: the sampler's seed, the epoch and how far into it the loop has taken batches."""
         sampler = self._sampler("state_dict")
         state = sampler.state_dict()
@@ -131,7 +132,7 @@ class StatefulLoader(PassThrough):
             state["epoch"], state["position"] = self._epoch, min(self._start + taken, len(sampler))
         return {"version": STATE_VERSION, "sampler": state}
 
-    def load_state_dict(self, state: Dict[str, Any]) -> None:
+    def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue where the run that saved ``state`` stood; the next ``iter()`` starts there."""
         sampler = self._sampler("load_state_dict")
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION or "sampler" not in state:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass
-from typing import Any, List, Tuple
+from typing import Any
 
 import numpy as np
 
@@ -36,20 +36,20 @@ def data_bound_diagnosis(data_share: float) -> str:
 class LoaderReport:
     """Per-step wait / transfer / compute times of a loop, with the data-bound diagnosis (the seed's rule)."""
 
-    wait_s: List[float]
-    transfer_s: List[float]
-    compute_s: List[float]
+    wait_s: list[float]
+    transfer_s: list[float]
+    compute_s: list[float]
     images: int
     has_model: bool
 
     @property
-    def stages(self) -> List[Tuple[str, List[float], str]]:
+    def stages(self) -> list[tuple[str, list[float], str]]:
         """(label, seconds per step, colour) of each part of a step, in the order a step runs them."""
         return [("wait for data", self.wait_s, "tab:red"), ("transfer", self.transfer_s, "tab:orange"),
                 ("compute", self.compute_s, "tab:blue")]
 
     @property
-    def step_s(self) -> List[float]:
+    def step_s(self) -> list[float]:
         return [sum(parts) for parts in zip(*(values for _, values, _ in self.stages))]
 
     @property

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from typing import Iterator, List, Optional, Tuple
+from collections.abc import Iterator
 
 import torch
 
@@ -19,7 +19,7 @@ from labkit.core.cpus import cpu_budget
 from labkit.core.environment import usable_cpus
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-def threads_per_worker() -> Tuple[int, List[str]]:
+def threads_per_worker() -> tuple[int, list[str]]:
     """How many threads a worker's native libraries may start, and which libraries say so."""
     sources = []
     counts = []
@@ -38,7 +38,7 @@ def threads_per_worker() -> Tuple[int, List[str]]:
 
 
 @contextlib.contextmanager
-def torch_threads(count: Optional[int]) -> Iterator[None]:
+def torch_threads(count: int | None) -> Iterator[None]:
     """Run the block with ``count`` torch threads in this process (``None``: as many as now), then
     put the previous count back, so a measurement's thread budget does not leak into the next."""
     before = torch.get_num_threads()
@@ -49,7 +49,7 @@ def torch_threads(count: Optional[int]) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def main_thread_budget(workers: int, cpus: Optional[int] = None) -> int:
+def main_thread_budget(workers: int, cpus: int | None = None) -> int:
     """torch threads for the main process: the rank's CPUs (`labkit.core.cpus`) its ``workers`` leave, at
     least one."""
     return cpu_budget(cpus=cpus).main_threads(workers)

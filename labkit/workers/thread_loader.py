@@ -10,7 +10,7 @@ Whether it beats process workers depends on how much of a sample's time holds th
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 import torch
 from torch.utils.data import Sampler
@@ -23,9 +23,9 @@ from labkit.workers.stateful_loader import StatefulLoader
 
 
 def ThreadLoader(dataset: LabeledImageDataset, batch_size: int = 64, shuffle: bool = True,  # noqa: N802 (a loader)
-                 sampler: Optional[Sampler] = None, drop_last: bool = False, threads: Optional[int] = None,
-                 prefetch: int = 2, collate_fn: Optional[Callable] = None, pin_memory: Optional[bool] = None,
-                 generator: Optional[torch.Generator] = None) -> StatefulLoader:
+                 sampler: Sampler | None = None, drop_last: bool = False, threads: int | None = None,
+                 prefetch: int = 2, collate_fn: Callable | None = None, pin_memory: bool | None = None,
+                 generator: torch.Generator | None = None) -> StatefulLoader:
     """Batches ``(uint8 B×3×H×W, int64 labels)`` of a labkit image dataset, decoded by ``threads`` threads of
     this process (default: the rank's CPUs, `labkit.core.cpus`), ``prefetch`` batches ahead: ``make_loader(dataset,
     num_workers=0, prefetch_factor=prefetch, ...)``. Iterate it, and ``len()`` it, as a DataLoader."""

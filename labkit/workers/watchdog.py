@@ -33,7 +33,8 @@ import os
 import shutil
 import tempfile
 import time
-from typing import Any, Iterator, List, Optional
+from collections.abc import Iterator
+from typing import Any
 
 from torch.utils.data import DataLoader, Dataset
 
@@ -41,7 +42,13 @@ from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.pass_through import PassThrough
 from labkit.core.shared_log import SharedLog
 from labkit.core.timing import Deadline, timestamp
-from labkit.core.torch_internals import forget_iterator, forget_worker_pids, live_iterator, set_batch_wait, worker_processes
+from labkit.core.torch_internals import (
+    forget_iterator,
+    forget_worker_pids,
+    live_iterator,
+    set_batch_wait,
+    worker_processes,
+)
 from labkit.datasets.fetch_log import FetchLoggedDataset
 from labkit.workers.worker_init import WorkerInitChain
 from labkit.workers.worker_marks import StackDumpInit, StartedMark, read_mark
@@ -66,7 +73,7 @@ class LoaderWorkerError(LabkitError, RuntimeError):
     which, and which samples it and the others were fetching."""
 
 
-def wait_for_a_death(iterator: Any, wait_s: Optional[float] = None) -> List[Any]:
+def wait_for_a_death(iterator: Any, wait_s: float | None = None) -> list[Any]:
     """The workers of ``iterator`` that died, waiting up to ``wait_s`` (`DEATH_WAIT_S`) for one to show its
     exit code (`exitcode` reaps the process: a process killed a moment ago has none until then)."""
     deadline = Deadline(DEATH_WAIT_S if wait_s is None else wait_s)
@@ -102,7 +109,7 @@ class WatchedLoader(PassThrough):
 
     def __init__(self, loader: DataLoader, timeout: float, dump_dir: str, log: SharedLog) -> None:
         self.loader, self.timeout, self.dump_dir, self.log = loader, timeout, dump_dir, log
-        self.last_startup_s: Optional[float] = None
+        self.last_startup_s: float | None = None
         dataset = loader.dataset
         self.report = WorkerReport(dump_dir, log, dataset.dataset if isinstance(dataset, FetchLoggedDataset) else dataset)
 
@@ -188,7 +195,7 @@ class WatchedLoader(PassThrough):
             return now - began < self.timeout + STARTUP_LIMIT_S
         return now - max(waiting_since, started) < self.timeout
 
-    def _note_startup(self, iterator: Any, began: float) -> Optional[float]:
+    def _note_startup(self, iterator: Any, began: float) -> float | None:
         """When the last of ``iterator``'s workers finished starting (None while one has not); sets
         `last_startup_s` when they were started by this epoch."""
         workers = worker_processes(iterator)
@@ -200,7 +207,7 @@ class WatchedLoader(PassThrough):
             self.last_startup_s = last - began
         return last
 
-    def _death_after_epoch(self, iterator: Any) -> Optional[LoaderWorkerError]:
+    def _death_after_epoch(self, iterator: Any) -> LoaderWorkerError | None:
         """A worker killed after its last batch loses nothing, but its death (the OOM killer?) is still news."""
         if not dead_workers(iterator):
             return None

@@ -8,7 +8,7 @@ where a closure would not.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from collections.abc import Callable
 
 WorkerInit = Callable[[int], None]
 
@@ -16,7 +16,7 @@ WorkerInit = Callable[[int], None]
 class WorkerInitChain:
     """Calls each of ``steps`` that is not None with the worker's id, in order."""
 
-    def __init__(self, *steps: Optional[WorkerInit]) -> None:
+    def __init__(self, *steps: WorkerInit | None) -> None:
         self.steps = [s for s in steps if s is not None]
 
     def __call__(self, worker_id: int) -> None:

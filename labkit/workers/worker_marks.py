@@ -10,13 +10,13 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from labkit.core.shared_log import SharedLog
 from labkit.core.timing import timestamp
 
 DUMP_SIGNAL = getattr(signal, "SIGUSR1", None)  # asks a worker for its stack (not on Windows)
-_kept_open: List[Any] = []  # in each worker: the file faulthandler writes to must stay open
+_kept_open: list[Any] = []  # in each worker: the file faulthandler writes to must stay open
 
 
 def _mark_path(dump_dir: str, worker_id: int, mark: str) -> str:
@@ -35,7 +35,7 @@ def write_mark(dump_dir: str, worker_id: int, mark: str) -> None:
     os.replace(path + ".tmp", path)  # whole or absent: the main process never reads half a mark
 
 
-def read_mark(dump_dir: str, worker_id: int, mark: str, pid: Optional[int]) -> Optional[float]:
+def read_mark(dump_dir: str, worker_id: int, mark: str, pid: int | None) -> float | None:
     """When the worker process ``pid`` said ``mark``; None if it has not (a mark of an earlier process of the
     same worker slot does not count)."""
     try:
@@ -78,7 +78,7 @@ class StartedMark:
         write_mark(self.dump_dir, worker_id, "started")
 
 
-def worker_stack(dump_dir: str, worker_id: int) -> List[str]:
+def worker_stack(dump_dir: str, worker_id: int) -> list[str]:
     """The last stack a worker dumped: the ``File ...`` lines of the thread running its worker loop, most
     recent call first, at most eight."""
     path = _stack_path(dump_dir, worker_id)
@@ -86,7 +86,7 @@ def worker_stack(dump_dir: str, worker_id: int) -> List[str]:
         return []
     with open(path, encoding="utf-8", errors="replace") as f:
         lines = [line.rstrip() for line in f if line.strip()]
-    blocks: List[List[str]] = []
+    blocks: list[list[str]] = []
     for line in lines:
         if line.startswith(("Thread ", "Current thread ")) or not blocks:
             blocks.append([])
@@ -95,14 +95,14 @@ def worker_stack(dump_dir: str, worker_id: int) -> List[str]:
     return [line for line in loop if line.lstrip().startswith("File")][:8]
 
 
-def last_fetches(log: SharedLog) -> Dict[int, Dict[str, Any]]:
+def last_fetches(log: SharedLog) -> dict[int, dict[str, Any]]:
     """For each worker, its last fetch record: a "start" not yet ended is in flight."""
-    last: Dict[int, Dict[str, Any]] = {}
+    last: dict[int, dict[str, Any]] = {}
     for record in log.records():
         last[record["worker"]] = record
     return last
 
 
-def failed_fetches(log: SharedLog) -> List[Dict[str, Any]]:
+def failed_fetches(log: SharedLog) -> list[dict[str, Any]]:
     """Fetches that raised, oldest first."""
     return [r for r in log.records() if r["event"] == "error"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, List, Optional
+from typing import Any
 
 from labkit.core.machine import memory_facts
 from labkit.core.shared_log import SharedLog
@@ -31,7 +31,7 @@ STARTUP_FIX = ("Fix: a worker that never finishes starting is stuck unpickling t
                "forkserver each worker also imports torch and your dataset's module afresh")
 
 
-def dead_workers(iterator: Any, even_clean: bool = False) -> List[Any]:
+def dead_workers(iterator: Any, even_clean: bool = False) -> list[Any]:
     """Workers of ``iterator`` that ended with an error or a signal (exit code not 0); with ``even_clean``,
     also those that ended cleanly (before the loader shut them down, any end is unexpected)."""
     return [w for w in worker_processes(iterator) if w.exitcode is not None and (even_clean or w.exitcode != 0)]
@@ -64,7 +64,7 @@ class WorkerReport:
         return f"raised in worker {last['worker']} while fetching samples [{first(last['indices'], 8)}]{where}"
 
     def describe(self, iterator: Any, headline: str, fix: str, stacks: bool = True,
-                 startup_s: Optional[float] = None) -> str:
+                 startup_s: float | None = None) -> str:
         """What each worker of ``iterator`` is doing: alive, starting or dead, samples in flight, and (with
         ``stacks``) the Python stack of each one inside the dataset or still starting; ``startup_s``: how long
         the workers took to start, where known."""

@@ -5,8 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from labkit.core.torch_internals import (forget_iterator, forget_worker_pids, live_iterator,
-                                        remove_dead_process_segments, shutdown_workers, worker_processes)
+from labkit.core.torch_internals import (
+    forget_iterator,
+    forget_worker_pids,
+    live_iterator,
+    remove_dead_process_segments,
+    shutdown_workers,
+    worker_processes,
+)
 
 
 def stop_workers(iterator: Any, kill: bool = True) -> None:

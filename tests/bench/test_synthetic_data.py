@@ -3,14 +3,22 @@ import os
 
 import numpy as np
 import pytest
+from conftest import SMALL, files_under
 from PIL import Image
 
-from labkit.bench.synthetic_data import (CORRUPT_KINDS, MANIFEST_NAME, PhotoSpec, class_name, encode_sample,
-                                          make_photos, plan_sample, read_manifest, spectrum_slope)
+from labkit.bench.synthetic_data import (
+    CORRUPT_KINDS,
+    MANIFEST_NAME,
+    PhotoSpec,
+    class_name,
+    encode_sample,
+    make_photos,
+    plan_sample,
+    read_manifest,
+    spectrum_slope,
+)
 from labkit.decode.decoder_contract import DecodeError
 from labkit.decode.pil_decoders import decode_pil
-
-from conftest import SMALL, files_under
 
 
 def _contents(root):

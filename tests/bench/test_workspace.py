@@ -3,10 +3,9 @@ import shutil
 import time
 
 import pytest
+from conftest import SMALL
 
 from labkit.bench.workspace import prepare
-
-from conftest import SMALL
 
 
 def test_prepare_packs_once_and_again_only_when_the_folder_changes(photos, tmp_path, capsys, monkeypatch):
@@ -58,8 +57,8 @@ def test_a_named_folder_that_is_missing_is_an_error_and_nothing_is_made(tmp_path
 
 def test_data_root_is_the_clone_data_folder_or_the_environment_variable(tmp_path, monkeypatch):
     import labkit
-    from labkit.core.environment import DATA_ENV
     from labkit.bench.workspace import data_root
+    from labkit.core.environment import DATA_ENV
 
     monkeypatch.delenv(DATA_ENV, raising=False)
     clone = os.path.dirname(os.path.dirname(os.path.abspath(labkit.__file__)))
@@ -154,8 +153,8 @@ def test_the_ablation_runs_on_a_read_only_folder_and_leaves_it_untouched(photos,
 
 
 def test_derived_files_of_an_outside_folder_go_to_the_kit_data_folder_under_a_name_of_its_path(tmp_path, monkeypatch):
-    from labkit.core.environment import DATA_ENV
     from labkit.bench.workspace import derived_folder
+    from labkit.core.environment import DATA_ENV
 
     monkeypatch.setenv(DATA_ENV, str(tmp_path / "kit"))
     a, b = derived_folder(str(tmp_path / "x" / "photos")), derived_folder(str(tmp_path / "y" / "photos"))

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, List, Optional
 
 import pytest
 from labserver import JupyterLab
@@ -26,7 +26,7 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 START_S = 180.0
 
 
-def find_chromium() -> Optional[str]:
+def find_chromium() -> str | None:
     """``LABKIT_CHROMIUM`` if set, else the first Chromium on PATH."""
     configured = os.environ.get("LABKIT_CHROMIUM")
     if configured:
@@ -70,7 +70,7 @@ def page(browser) -> Iterator[Page]:
     context = browser.new_context(viewport={"width": 1400, "height": 2400})
     page = context.new_page()
     page.set_default_timeout(START_S * 1000)
-    errors: List[str] = []
+    errors: list[str] = []
     page.on("console", lambda message: errors.append(f"console error: {message.text} ({message.location})")
             if message.type == "error" else None)
     page.on("pageerror", lambda error: errors.append(f"uncaught error: {error}"))

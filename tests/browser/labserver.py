@@ -20,8 +20,8 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 import psutil
 
@@ -46,14 +46,14 @@ class JupyterLab:
     that runs the tests (the project's ``.venv`` under ``make test``).
     """
 
-    def __init__(self, scratch: Path, notebooks: Sequence[Path], env: Optional[dict] = None,
+    def __init__(self, scratch: Path, notebooks: Sequence[Path], env: dict | None = None,
                  start_timeout: float = 120.0) -> None:
         self.scratch, self.notebooks, self.start_timeout = Path(scratch), list(notebooks), start_timeout
         self.extra_env = dict(env or {})
         self.port, self.token = free_port(), secrets.token_hex(16)
         self.root = self.scratch / "notebooks"
         self.log_path = self.scratch / "jupyterlab.log"
-        self.process: Optional[subprocess.Popen] = None
+        self.process: subprocess.Popen | None = None
 
     @property
     def base(self) -> str:
@@ -82,7 +82,7 @@ class JupyterLab:
             return "(no log)"
 
     # -- start ----------------------------------------------------------------------------------------
-    def __enter__(self) -> "JupyterLab":
+    def __enter__(self) -> JupyterLab:
         try:
             self._start()
         except BaseException:
@@ -145,7 +145,7 @@ class JupyterLab:
         if self.process is None:
             return
         try:
-            tree: List[psutil.Process] = psutil.Process(self.process.pid).children(recursive=True)
+            tree: list[psutil.Process] = psutil.Process(self.process.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             tree = []
         if self.process.poll() is None:

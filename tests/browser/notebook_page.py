@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from typing import Any, Dict
+from typing import Any
 
 from playwright.sync_api import Locator, Page
 
@@ -36,7 +36,7 @@ _STATE = """() => {
 }"""
 
 
-def notebook_state(page: Page) -> Dict[str, Any]:
+def notebook_state(page: Page) -> dict[str, Any]:
     """The current notebook's path, its kernel status and, per code cell, its execution count and error outputs."""
     return page.evaluate(_STATE)
 

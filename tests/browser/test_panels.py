@@ -16,8 +16,16 @@ from pathlib import Path
 
 import pytest
 from browser_fixtures import artifacts, browser, chromium_path, lab, page  # noqa: F401 (fixtures)
-from notebook_page import (open_notebook, output_with, plot_source, press_keys_on_slider, run_all_cells, slider,
-                           slider_value, wait_until)
+from notebook_page import (
+    open_notebook,
+    output_with,
+    plot_source,
+    press_keys_on_slider,
+    run_all_cells,
+    slider,
+    slider_value,
+    wait_until,
+)
 from PIL import Image
 
 # Generous waits, each named in its failure: the machine may be shared. Running notebook 04's cells

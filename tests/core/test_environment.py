@@ -1,6 +1,14 @@
 import pytest
 
-from labkit.core.environment import QUICK_ENV, consumer_slot, flag, quick_mode, rank_and_world, usable_cpu_ids, usable_cpus
+from labkit.core.environment import (
+    QUICK_ENV,
+    consumer_slot,
+    flag,
+    quick_mode,
+    rank_and_world,
+    usable_cpu_ids,
+    usable_cpus,
+)
 from labkit.core.errors import LabkitError
 
 

@@ -30,7 +30,7 @@ def test_what_the_wrapper_lacks_is_the_wrapped_object_s():
     w = Wrapper(Inner())
     assert w.batch_size == 4 and w.sample_path(3) == "class/3.jpg" and w.own == "mine"
     with pytest.raises(AttributeError):
-        w.nothing_here
+        w.nothing_here  # noqa: B018 (the attribute access is what is tested)
 
 
 def test_protocol_names_never_pass_through():
@@ -40,7 +40,7 @@ def test_protocol_names_never_pass_through():
 def test_an_unpickled_wrapper_does_not_recurse_before_its_state_is_set():
     blank = Wrapper.__new__(Wrapper)  # what pickle makes before it restores __dict__
     with pytest.raises(AttributeError):
-        blank.batch_size
+        blank.batch_size  # noqa: B018 (the attribute access is what is tested)
     copy = pickle.loads(pickle.dumps(Wrapper(Inner())))
     assert copy.batch_size == 4 and copy.own == "mine"
 

@@ -3,7 +3,8 @@ import pickle
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from labkit.core.string_table import StringTable
 

@@ -5,8 +5,15 @@ import signal
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.core.torch_internals import (exit_text, forget_iterator, live_iterator, remove_dead_process_segments,
-                                         shutdown_workers, storage_use_count, worker_processes)
+from labkit.core.torch_internals import (
+    exit_text,
+    forget_iterator,
+    live_iterator,
+    remove_dead_process_segments,
+    shutdown_workers,
+    storage_use_count,
+    worker_processes,
+)
 
 
 def test_a_storage_s_use_count_sees_a_second_tensor():

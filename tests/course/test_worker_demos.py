@@ -9,8 +9,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from labkit.course.pitfalls import SlowAt
-from labkit.course.worker_demos import (BatchWaits, CallCountingDataset, ProcessCalls, calls_by_process,
-                                        time_batch_waits)
+from labkit.course.worker_demos import BatchWaits, CallCountingDataset, ProcessCalls, calls_by_process, time_batch_waits
 
 
 def test_counts_calls_in_the_process_that_makes_the_sample():

@@ -15,8 +15,8 @@ from labkit.datasets.encoded_images import EncodedImages, ImageFolderDataset
 from labkit.datasets.labeled_images import LabeledImageDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
 from labkit.datasets.sample_errors import SampleError
-from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE
 from labkit.decode.center_crop import CenterCrop
+from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.measure.python_calls import count_python_calls
 from labkit.workers.loader_factory import make_loader
@@ -46,7 +46,7 @@ def test_a_batch_is_the_samples_one_at_a_time_as_rows_of_one_tensor(kind, thread
     ds = _datasets(photos, encoded_pack, decoded_pack, threads)[kind]
     batch = ds.__getitems__(INDICES)
     first = batch[0][0]
-    for k, ((image, label), index) in enumerate(zip(batch, INDICES)):
+    for _k, ((image, label), index) in enumerate(zip(batch, INDICES)):
         one, one_label = ds[index]
         assert torch.equal(image, one) and label == one_label == int(ds.labels[index])
         assert image.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()  # one block

@@ -9,10 +9,10 @@ import torch
 from PIL import Image
 
 from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
-from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.batch_crop import crop_share_simplejpeg
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.crop_box import whole_images
+from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.simplejpeg_decoder import crop_simplejpeg, decode_simplejpeg
 
@@ -59,7 +59,7 @@ def test_each_row_is_the_per_sample_crop_of_the_same_box(crop):
         if crop is None:
             want = decode_simplejpeg(data, (56, 72))
         else:
-            want = crop_simplejpeg(data, lambda h, w: crop.draw(h, w, int(INDICES[k]), int(EPOCHS[k])),
+            want = crop_simplejpeg(data, lambda h, w, k=k: crop.draw(h, w, int(INDICES[k]), int(EPOCHS[k])),
                                    crop.output_hw)
         assert torch.equal(out[k], want), k
 

@@ -9,9 +9,9 @@ from torchvision.transforms import v2
 
 from labkit.core.errors import LabkitValueError
 from labkit.datasets.encoded_images import ImageFolderDataset
-from labkit.decode.resize import psnr
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.registry import DECODERS, decode_image
+from labkit.decode.resize import psnr
 
 
 def _photo(width, height):

@@ -9,8 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from labkit.core.errors import LabkitError
-from labkit.decode.crop_box import (CROP_DRAWS, DEFAULT_RATIO, DEFAULT_SCALE, CropBox, box_from_draws,
-                                    counter_uniforms, draw_boxes, scaled_edges, whole_images)
+from labkit.decode.crop_box import (
+    CROP_DRAWS,
+    DEFAULT_RATIO,
+    DEFAULT_SCALE,
+    CropBox,
+    box_from_draws,
+    counter_uniforms,
+    draw_boxes,
+    scaled_edges,
+    whole_images,
+)
 
 
 @settings(max_examples=60, deadline=None)

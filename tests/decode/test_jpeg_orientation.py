@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image, ImageOps
 
-from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.jpeg_orientation import exif_orientation, orient, rotates
+from labkit.decode.pil_decoders import EXIF_ORIENTATION
 
 PIXELS = np.random.default_rng(0).integers(0, 256, (6, 10, 3), dtype=np.uint8)
 

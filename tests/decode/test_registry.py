@@ -4,7 +4,7 @@ import pytest
 
 from labkit.core.errors import LabkitError
 from labkit.decode import registry
-from labkit.decode.registry import DECODERS, decoder_info, decoder_table, preferred_decoder, get_decoder
+from labkit.decode.registry import DECODERS, decoder_info, decoder_table, get_decoder, preferred_decoder
 
 
 def test_each_record_is_filed_under_its_name_and_simplejpeg_is_one():
@@ -59,8 +59,8 @@ def test_no_decode_is_not_a_decoder_name():
 def test_the_gpu_decoder_is_a_record_of_its_own_that_no_dataset_takes():
     import torch
 
-    from labkit.decode.torch_decoders import decode_jpeg_batch
     from labkit.decode.registry import DEVICE_DECODERS, device_decoder
+    from labkit.decode.torch_decoders import decode_jpeg_batch
 
     assert "nvjpeg" in DEVICE_DECODERS and "nvjpeg" not in DECODERS  # every loop over DECODERS stays on the CPU
     with pytest.raises(LabkitError, match="decodes a batch on a CUDA device after the loader"):

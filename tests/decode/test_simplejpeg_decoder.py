@@ -10,12 +10,12 @@ from PIL import Image
 
 from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode import simplejpeg_decoder
-from labkit.decode.decoder_contract import DecodeError, DecompressionBombError
-from labkit.decode.pil_decoders import EXIF_ORIENTATION
-from labkit.decode.resize import psnr
 from labkit.decode.crop_box import CropBox, crop_resize_flip
+from labkit.decode.decoder_contract import DecodeError, DecompressionBombError
 from labkit.decode.pil_crop import crop_pil_reduced
+from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.registry import decode_image
+from labkit.decode.resize import psnr
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, decode_simplejpeg
 
 #: simplejpeg's resized output against pil-reduced's (the same DCT scale, torch's resize on both): the stated bound.

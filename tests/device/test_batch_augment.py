@@ -6,12 +6,11 @@ import pytest
 import torch
 
 from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
-from labkit.core.errors import LabkitError
-from labkit.core.errors import LabkitValueError
-from labkit.decode.resize import psnr
+from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode.crop_box import crop_resize_flip
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import decode_image
+from labkit.decode.resize import psnr
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
 

@@ -121,7 +121,7 @@ def test_batch_layout_is_tried_on_the_winner_and_kept_only_if_faster():
     for block_rate, expected in ((260.0, "block"), (190.0, "random")):
         calls = []
 
-        def model(config, block_rate=block_rate):
+        def model(config, block_rate=block_rate, calls=calls):
             calls.append(config)
             return (block_rate if config.sampler == "block" else 200.0) * min(config.num_workers, 1), 100 * MB
 

@@ -10,8 +10,14 @@ from torch.utils.data import default_collate
 from labkit.collate.batching import stack_uint8
 from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
-from labkit.diagnose.bottleneck import (Timeline, advise, explain_bottleneck, find_slow_samples, record_timeline,
-                                       share_memory_seconds)
+from labkit.diagnose.bottleneck import (
+    Timeline,
+    advise,
+    explain_bottleneck,
+    find_slow_samples,
+    record_timeline,
+    share_memory_seconds,
+)
 
 matplotlib.use("Agg")
 

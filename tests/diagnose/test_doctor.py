@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.core.machine import memory_facts, MemoryFacts
+from labkit.core.machine import MemoryFacts, memory_facts
 from labkit.diagnose.doctor import LoaderPlan, check_decode_threads, diagnose
 from labkit.tools.cli import main
 from labkit.workers.thread_budget import limit_worker_threads, torch_threads

@@ -15,12 +15,22 @@ import numpy as np
 import pytest
 from torch.utils.data import Dataset
 
+from labkit.bench.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.core.processes import running
 from labkit.core.shared_log import SharedLog
-from labkit.bench.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.datasets.pack_datasets import PackedDataset
-from labkit.diagnose.soak import (GROWTH_FLOOR, GROWTH_LIMIT, MAIN, MIB, EpochRecord, SoakReport,
-                                  join_threads_started_since, open_fds, run_soak, trace_worker_memory)
+from labkit.diagnose.soak import (
+    GROWTH_FLOOR,
+    GROWTH_LIMIT,
+    MAIN,
+    MIB,
+    EpochRecord,
+    SoakReport,
+    join_threads_started_since,
+    open_fds,
+    run_soak,
+    trace_worker_memory,
+)
 from labkit.measure.process_memory import LINUX, MEASURES
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackWriter

@@ -17,8 +17,6 @@ import torch
 
 from labkit.distributed.checkpoint import MAGIC, CheckpointError, load_checkpoint, save_checkpoint
 
-
-
 # -- the file itself ------------------------------------------------------------------------------------
 
 def test_round_trip_of_tensors_and_plain_state(tmp_path):

@@ -4,8 +4,14 @@ import tempfile
 import numpy as np
 import pytest
 
-from labkit.measure.page_cache import (can_evict, empty_page_cache, evict, mapping_processes, resident_fraction,
-                                       resident_share)
+from labkit.measure.page_cache import (
+    can_evict,
+    empty_page_cache,
+    evict,
+    mapping_processes,
+    resident_fraction,
+    resident_share,
+)
 
 # Under the project, not /tmp: /tmp is often tmpfs, whose pages are the file and cannot be evicted.
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -6,9 +6,17 @@ import pytest
 
 from labkit.core.machine import os_name
 from labkit.core.torch_internals import worker_processes
-from labkit.measure.process_memory import (LINUX, PeakMemory, describe_tree_memory, private_bytes,
-                                           read_memory, rss_bytes, tree_memory_bytes, tree_memory_measure,
-                                           tree_rss_bytes)
+from labkit.measure.process_memory import (
+    LINUX,
+    PeakMemory,
+    describe_tree_memory,
+    private_bytes,
+    read_memory,
+    rss_bytes,
+    tree_memory_bytes,
+    tree_memory_measure,
+    tree_rss_bytes,
+)
 
 MIB = 2**20
 

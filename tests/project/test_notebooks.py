@@ -12,8 +12,8 @@ import importlib.util
 import json
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, List, Tuple
 
 import nbformat
 import pytest
@@ -33,7 +33,7 @@ DATASET_BASES = ("Dataset", "IterableDataset", "Sampler", "BatchSampler")
 REQUIRED_HEADINGS = ("learning goals", "takeaways", "exercises")
 
 
-def _ids(paths: List[Path]) -> List[str]:
+def _ids(paths: list[Path]) -> list[str]:
     return [p.name for p in paths]
 
 
@@ -47,7 +47,7 @@ def _code(cell: nbformat.NotebookNode) -> str:
     return "\n".join("# " + line if line.lstrip().startswith(("%", "!")) else line for line in lines)
 
 
-def _code_cells(nb: nbformat.NotebookNode) -> Iterator[Tuple[int, nbformat.NotebookNode]]:
+def _code_cells(nb: nbformat.NotebookNode) -> Iterator[tuple[int, nbformat.NotebookNode]]:
     for k, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             yield k, cell
@@ -214,7 +214,7 @@ def test_a_learner_module_is_written_to_the_learner_folder_never_into_notebooks(
         ast.parse("\n".join(cell.source.lstrip().splitlines()[1:]))  # the module it writes is valid Python
 
 
-def _top_level_bindings(tree: ast.Module) -> Iterator[Tuple[str, int]]:
+def _top_level_bindings(tree: ast.Module) -> Iterator[tuple[str, int]]:
     """(name, line) of every name a cell binds in the notebook's namespace: assignments, for targets, with targets,
     functions and classes at the top level of the cell (a function's own locals are not the notebook's)."""
     pending = list(tree.body)
@@ -248,7 +248,7 @@ def test_no_cell_rebinds_a_name_another_cell_imports(path):
     assert not rebound, "\n".join(rebound)
 
 
-def _exercises(nb: nbformat.NotebookNode) -> List[Tuple[int, str]]:
+def _exercises(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
     for cell in nb.cells:
         if cell.cell_type == "markdown" and "## Exercises" in cell.source:
             text = cell.source[cell.source.index("## Exercises"):]

@@ -2,18 +2,10 @@
 
 import os
 import re
-import sys
-
-import pytest
+import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONDA_NAMES = {"pytorch": "torch", "python-build": "build"}  # conda's name for a package -> its PyPI name
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    tomllib = pytest.importorskip("tomli")
-
 
 #: What the course installs (the Makefile's line): README.md and environment.yml must name the same.
 COURSE_EXTRAS = ("lab", "test", "torchcodec")

@@ -52,7 +52,8 @@ def test_stores_skip_a_missing_peer_and_read_cold_after_emptying(scale, tmp_path
 
 
 def test_a_cold_storage_run_is_kept_in_the_history_with_its_verdicts(scale):
-    run = lambda rate, cached: {"images_per_s": rate, "step_s": 64 / rate, "cache": {"resident_before": cached}}
+    def run(rate, cached):
+        return {"images_per_s": rate, "step_s": 64 / rate, "cache": {"resident_before": cached}}
     result = {"versions": {"v2": {"warm": run(190.0, 1.0), "cold": run(176.0, 0.0)},
                            "v3": {"warm": run(181.0, 0.99), "cold": run(192.0, 0.0)}},
               "v3_over_v2": {"warm": 181 / 190, "cold": 192 / 176}, "v6_cold_share_of_disk": 0.92,

@@ -1,7 +1,8 @@
 import itertools
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from labkit.samplers.block_shuffle import BlockShuffleSampler, DistributedBlockSampler, block_shuffle_order
 from labkit.samplers.order_scores import batch_class_entropy, mean_displacement, page_buffer_order, pages_per_batch

@@ -1,10 +1,10 @@
 
+import importlib
+import pkgutil
+
 import numpy as np
 import pytest
 from torch.utils.data import DataLoader, Dataset
-
-import importlib
-import pkgutil
 
 import labkit.samplers
 from labkit.samplers.block_shuffle import BlockShuffleSampler, DistributedBlockSampler

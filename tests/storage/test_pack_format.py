@@ -5,16 +5,26 @@ import zlib
 
 import numpy as np
 import pytest
+from conftest import OUT
 from hypothesis import HealthCheck, given, settings
 
 from labkit.decode.pil_decoders import decode_pil
-from labkit.storage.pack_format import (HEADER_SIZE, ChecksumMismatchError, CorruptIndexError, EntryOutOfBoundsError,
-                                        NotAPackError, PackReader, PackWriter, TruncatedPackError,
-                                        UnsupportedVersionError, verify_pack)
+from labkit.storage.pack_format import (
+    HEADER_SIZE,
+    ChecksumMismatchError,
+    CorruptIndexError,
+    EntryOutOfBoundsError,
+    NotAPackError,
+    PackReader,
+    PackWriter,
+    TruncatedPackError,
+    UnsupportedVersionError,
+    verify_pack,
+)
 from labkit.tools import pack_fuzzer
-from labkit.tools.pack_fuzzer import SAMPLE_BLOBS as BLOBS, SAMPLE_LABELS as LABELS, patch, record_offset
-
-from conftest import OUT
+from labkit.tools.pack_fuzzer import SAMPLE_BLOBS as BLOBS
+from labkit.tools.pack_fuzzer import SAMPLE_LABELS as LABELS
+from labkit.tools.pack_fuzzer import patch, record_offset
 
 
 def _write(path, alignment=1):

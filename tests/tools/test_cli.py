@@ -92,9 +92,9 @@ import random  # noqa: E402
 import signal  # noqa: E402
 import time  # noqa: E402
 
-from labkit.storage.pack_format import verify_pack  # noqa: E402
-
 from conftest import files_under  # noqa: E402
+
+from labkit.storage.pack_format import verify_pack  # noqa: E402
 
 
 @pytest.mark.parametrize("command", ["ablation", "demo", "autotune"])
@@ -252,7 +252,7 @@ def test_a_pack_killed_at_any_moment_leaves_a_sound_pack_or_a_temporary_the_next
     target = tmp_path / "x.pack"
     rng = random.Random(0)
     killed_mid_write = 0
-    for k in range(4):
+    for _k in range(4):
         code, _, left = _run_labkit(["pack", slow_photos, str(target), "--decoded", "256", "--workers", "2"], env,
                                     signal_when=_appears(f"{target}.tmp-*"), sig=signal.SIGKILL,
                                     delay=rng.uniform(0.0, 1.0))

@@ -9,13 +9,13 @@ import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from labkit.collate.batching import stack_uint8
+from labkit.core import cpus
 from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
 from labkit.datasets.pack_datasets import DecodedArrayDataset
 from labkit.datasets.sample_errors import SampleError
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.grouped import GroupedBatchSampler
 from labkit.storage.pack_format import PackReader
-from labkit.core import cpus
 from labkit.workers.loader_factory import make_loader
 from labkit.workers.profiled_loader import ProfiledLoader
 from labkit.workers.stateful_loader import StatefulLoader
@@ -75,9 +75,9 @@ def test_a_damaged_sample_through_the_factory_is_named_and_leaves_nothing_behind
         f.write(bytes([f.read(1)[0] ^ 0xFF]))
     # make_loader's workers are persistent: after the fault the next epoch must start fresh ones.
     loader = make_loader(DecodedArrayDataset(damaged), batch_size=4, shuffle=False, num_workers=2, hang_timeout=30)
-    for epoch in range(2):
+    for _epoch in range(2):
         with pytest.raises(SampleError, match=f"sample 5 \\({name!r}\\)"):
-            for batch in loader:
+            for _batch in loader:
                 pass
 
 

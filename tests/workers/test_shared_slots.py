@@ -93,7 +93,7 @@ def test_a_kept_batch_is_never_overwritten():
     for _ in loader:  # another epoch while they are held
         pass
     assert torch.equal(first_row, torch.zeros(3, 8, 8, dtype=torch.uint8))
-    for (images, labels), indices in zip(kept, batches_of(40, 4)[1:]):
+    for (images, _labels), indices in zip(kept, batches_of(40, 4)[1:]):
         assert torch.equal(images, expected(indices)[0])
 
 
@@ -135,5 +135,5 @@ def test_pinned_batches_are_copies_that_free_their_slot_at_once():
                         slots=6)  # 4 in flight + 2: keeping all 10 batches fits only if they are copies
     kept = list(loader)
     assert all(images.is_pinned() for images, _ in kept)
-    for (images, labels), indices in zip(kept, batches_of(40, 4)):
+    for (images, _labels), indices in zip(kept, batches_of(40, 4)):
         assert torch.equal(images, expected(indices)[0])

@@ -5,8 +5,8 @@ import os
 import numpy as np
 import pytest
 
-from labkit.bench.synthetic_data import ClipSpec, make_clips
 from labkit.bench.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
+from labkit.bench.synthetic_data import ClipSpec, make_clips
 from labkit.decode.decoder_contract import DecodeError
 from labkit.workers.staged_pipeline import PipelineError, StagedPipeline, segment_exists
 

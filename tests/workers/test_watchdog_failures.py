@@ -6,8 +6,16 @@ import pytest
 import torch
 
 from labkit.collate.batching import stack_uint8
-from labkit.course.pitfalls import (HoardingCollate, IndexedDataset, KilledAt, LockedDataset, SlowAt, SplitInInit, StuckAt,
-                                    hold_lock)
+from labkit.course.pitfalls import (
+    HoardingCollate,
+    IndexedDataset,
+    KilledAt,
+    LockedDataset,
+    SlowAt,
+    SplitInInit,
+    StuckAt,
+    hold_lock,
+)
 from labkit.diagnose.bottleneck import find_slow_samples
 from labkit.workers.watchdog import LoaderHangError, LoaderWorkerError, watched_loader
 

@@ -3,8 +3,15 @@
 import os
 
 from labkit.core.shared_log import SharedLog
-from labkit.workers.worker_marks import (StartedMark, answers, failed_fetches, last_fetches, read_mark, worker_stack,
-                                         write_mark)
+from labkit.workers.worker_marks import (
+    StartedMark,
+    answers,
+    failed_fetches,
+    last_fetches,
+    read_mark,
+    worker_stack,
+    write_mark,
+)
 
 
 class _Process:
