@@ -34,8 +34,10 @@ def main() -> None:
     settings = AblationSettings(runs=2, steps=3 if quick else 20, min_seconds=0.0, device="cpu")
     decoder, _ = fastest_decoder(ws)
     v5 = next(v for v in VERSIONS if v.id == "v5")
-    kinds = {"fresh shared memory (DataLoader)": dataclasses.replace(v5, batch_slots=False),
-             "reused slots (SlotLoader)": v5}
+    kinds = {
+        "fresh shared memory (DataLoader)": dataclasses.replace(v5, batch_slots=False),
+        "reused slots (SlotLoader)": v5,
+    }
     rates = {name: [] for name in kinds}
     for pair in range(args.pairs):
         for name, version in kinds.items():
@@ -45,13 +47,24 @@ def main() -> None:
     fresh, slots = rates.values()
     ratios = [s / f for s, f in zip(slots, fresh)]
     info = machine_info()
-    print(f"Machine: {describe_machine(info)}; v5 with {decoder}, batch {settings.batch_size}, "
-          f"{settings.resolved_num_workers()} workers, data only")
+    print(
+        f"Machine: {describe_machine(info)}; v5 with {decoder}, batch {settings.batch_size}, "
+        f"{settings.resolved_num_workers()} workers, data only"
+    )
     for name, values in rates.items():
         print(f"  {name:<34} median {median(values):7.1f} images/s")
     print(f"  slots / fresh: median of pairs {median(ratios):.2f}x (pairs: {', '.join(f'{r:.2f}' for r in ratios)})")
-    write_result(out, {"machine": info, "decoder": decoder, "images": ws.count, "images_per_s": rates,
-                     "ratio_per_pair": ratios, "median_ratio": median(ratios)})
+    write_result(
+        out,
+        {
+            "machine": info,
+            "decoder": decoder,
+            "images": ws.count,
+            "images_per_s": rates,
+            "ratio_per_pair": ratios,
+            "median_ratio": median(ratios),
+        },
+    )
     print(f"wrote {out}")
 
 

@@ -126,8 +126,10 @@ def _mutation_from(data: bytes) -> Any:
     if kind == 0:
         return pack_fuzzer.Mutation("truncate", (fdp.ConsumeIntInRange(0, size - 1),))
     if kind in (1, 2):
-        pairs = tuple((fdp.ConsumeIntInRange(0, size - 1), fdp.ConsumeIntInRange(1, 255))
-                      for _ in range(fdp.ConsumeIntInRange(1, 4)))
+        pairs = tuple(
+            (fdp.ConsumeIntInRange(0, size - 1), fdp.ConsumeIntInRange(1, 255))
+            for _ in range(fdp.ConsumeIntInRange(1, 4))
+        )
         return pack_fuzzer.Mutation("flip", pairs, resign=kind == 2)
     if kind == 3:
         index = fdp.ConsumeIntInRange(0, len(pack_fuzzer.SAMPLE_BLOBS) - 1)
@@ -170,15 +172,26 @@ def atheris_child(seconds: float, limit: float, workdir: str, out: str) -> None:
         except pack_fuzzer.BrokenPromise as e:
             tally.record(tally.broken_promises, repr(mutation), str(e))
 
-    atheris.Setup([sys.argv[0], f"-max_total_time={max(1, round(seconds))}", f"-timeout={math.ceil(limit)}",
-                   f"-artifact_prefix={workdir}/"], one)
+    atheris.Setup(
+        [
+            sys.argv[0],
+            f"-max_total_time={max(1, round(seconds))}",
+            f"-timeout={math.ceil(limit)}",
+            f"-artifact_prefix={workdir}/",
+        ],
+        one,
+    )
     atheris.Fuzz()
 
 
 def run_atheris(seconds: float, limit: float, workdir: str) -> Tally:
     out = os.path.join(workdir, "atheris.json")
-    proc = subprocess.run([sys.executable, os.path.abspath(__file__), "--atheris-child", str(seconds), str(limit),
-                           workdir, out], capture_output=True, text=True, timeout=seconds + 120)
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--atheris-child", str(seconds), str(limit), workdir, out],
+        capture_output=True,
+        text=True,
+        timeout=seconds + 120,
+    )
     if proc.returncode == 0 and os.path.exists(out):
         with open(out, encoding="utf-8") as f:
             data = json.load(f)
@@ -192,13 +205,20 @@ def run_atheris(seconds: float, limit: float, workdir: str) -> Tally:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=300, help="total fuzzing time, split between the engines")
-    parser.add_argument("--example-limit", type=float, default=2.0,
-                        help="seconds one example may take before it counts as a hang")
+    parser.add_argument(
+        "--example-limit", type=float, default=2.0, help="seconds one example may take before it counts as a hang"
+    )
     parser.add_argument("--engines", default=None, help="hypothesis,atheris (default: both where atheris imports)")
-    parser.add_argument("--json", nargs="?", const="", default=None,
-                        help="write the summary (default path benchmarks/results/fuzz_pack_<N>cpu.json)")
-    parser.add_argument("--atheris-child", nargs=4, metavar=("SECONDS", "LIMIT", "WORKDIR", "OUT"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="",
+        default=None,
+        help="write the summary (default path benchmarks/results/fuzz_pack_<N>cpu.json)",
+    )
+    parser.add_argument(
+        "--atheris-child", nargs=4, metavar=("SECONDS", "LIMIT", "WORKDIR", "OUT"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.atheris_child:
         seconds, limit, workdir, out = args.atheris_child
@@ -210,6 +230,7 @@ def main() -> None:
     out = None if args.json is None else result_path("fuzz_pack", False, args.json, folder=RESULTS)
     try:
         import atheris  # noqa: F401  (only whether it is installed)
+
         have_atheris = True
     except ImportError:
         have_atheris = False
@@ -221,8 +242,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="labkit-fuzz-") as workdir:
         for engine in engines:
             print(f"{engine}: {share:.0f} s ...", flush=True)
-            tallies.append({"hypothesis": run_hypothesis, "atheris": run_atheris}[engine](share, args.example_limit,
-                                                                                          workdir))
+            tallies.append(
+                {"hypothesis": run_hypothesis, "atheris": run_atheris}[engine](share, args.example_limit, workdir)
+            )
 
     from labkit.core.machine import describe_machine, machine_info
 
@@ -232,17 +254,25 @@ def main() -> None:
         print("atheris: not installed (pip install atheris), hypothesis only")
     for t in tallies:
         rate = t.examples / t.seconds if t.seconds else 0.0
-        print(f"{t.engine}: {t.examples} examples in {t.seconds:.0f} s ({rate:.0f}/s), slowest example "
-              f"{t.slowest_example_s * 1000:.1f} ms; {len(t.broken_promises)} broken promises and {len(t.hangs)} "
-              f"hangs found ({t.failures} failing examples in all)" + (f"; {t.note}" if t.note else ""))
+        print(
+            f"{t.engine}: {t.examples} examples in {t.seconds:.0f} s ({rate:.0f}/s), slowest example "
+            f"{t.slowest_example_s * 1000:.1f} ms; {len(t.broken_promises)} broken promises and {len(t.hangs)} "
+            f"hangs found ({t.failures} failing examples in all)" + (f"; {t.note}" if t.note else "")
+        )
         print("  outcomes: " + ", ".join(f"{k} {v}" for k, v in sorted(t.outcomes.items(), key=lambda kv: -kv[1])))
         for found in t.broken_promises + t.hangs:
             print(f"  {found['mutation']}: {found['error']}")
     failed = any(t.broken_promises or t.hangs for t in tallies)
     if out is not None:
-        write_result(out, {"machine": info, "settings": {"seconds": args.seconds, "example_limit_s": args.example_limit,
-                                                       "engines": engines},
-                         "engines": [asdict(t) for t in tallies], "promise_kept": not failed})
+        write_result(
+            out,
+            {
+                "machine": info,
+                "settings": {"seconds": args.seconds, "example_limit_s": args.example_limit, "engines": engines},
+                "engines": [asdict(t) for t in tallies],
+                "promise_kept": not failed,
+            },
+        )
         print(f"wrote {out}")
     sys.exit(1 if failed else 0)
 

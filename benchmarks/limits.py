@@ -80,8 +80,9 @@ def single_core_rates(pack: str, samples: int, repeats: int = 3, decoders: Seque
     indices = spread_indices(len(reader), samples)
     rates, best = {}, {}
     for name in decoders:
-        passes = time_calls(lambda name=name: [decode_image(reader.read(i), OUTPUT_SIZE, name) for i in indices],
-                            repeats, warmup=1)
+        passes = time_calls(
+            lambda name=name: [decode_image(reader.read(i), OUTPUT_SIZE, name) for i in indices], repeats, warmup=1
+        )
         rates[name], best[name] = len(indices) / passes.median, len(indices) / passes.best
     return {"median": rates, "best": best}
 
@@ -106,8 +107,9 @@ class _StackTimer(Dataset):
         return 1
 
     def __getitem__(self, _: int) -> torch.Tensor:
-        images = [torch.randint(0, 256, (3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8)
-                  for _ in range(self.batch_size)]
+        images = [
+            torch.randint(0, 256, (3, OUTPUT_SIZE, OUTPUT_SIZE), dtype=torch.uint8) for _ in range(self.batch_size)
+        ]
         reused = torch.empty((self.batch_size, *images[0].shape), dtype=torch.uint8)
         ms = []
         for stack in (lambda: default_collate(images), lambda: torch.stack(images, out=reused)):
@@ -139,8 +141,10 @@ def parallel_decode_rate(pack: str, decoder: str, processes: int, samples: int) 
     ctx = mp.get_context()
     barrier, results = ctx.Barrier(processes, timeout=120), ctx.Queue()
     indices = spread_indices(len(PackReader(pack)), samples)
-    procs = [ctx.Process(target=_decode_all, args=(pack, decoder, indices, barrier, results), daemon=True)
-             for _ in range(processes)]
+    procs = [
+        ctx.Process(target=_decode_all, args=(pack, decoder, indices, barrier, results), daemon=True)
+        for _ in range(processes)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -163,8 +167,11 @@ def _bound(version_id: str, ws, cores: int, samples: int) -> dict:
     return {kind: {name: rate * scale for name, rate in by_decoder.items()} for kind, by_decoder in rates.items()}
 
 
-BOUND_TEXT = {"v1": "pil on 1 core (no workers)", "v5": "the fastest decoder ({decoder}) x {cores} cores",
-              "v6": "2 copies of {kb:.0f} KB per image x {cores} cores"}
+BOUND_TEXT = {
+    "v1": "pil on 1 core (no workers)",
+    "v5": "the fastest decoder ({decoder}) x {cores} cores",
+    "v6": "2 copies of {kb:.0f} KB per image x {cores} cores",
+}
 
 
 def measure_round(ws, settings: AblationSettings, cores: int, samples: int) -> dict:
@@ -188,16 +195,26 @@ def measure_round(ws, settings: AblationSettings, cores: int, samples: int) -> d
         means = {name: (before["median"][name] + after["median"][name]) / 2 for name in before["median"]}
         top = max(means, key=means.get)
         best = max(max(before["best"].values()), max(after["best"].values()))
-        rows[version.id] = {"images_per_s": rate, "bound_images_per_s": means[top], "fraction": rate / means[top],
-                            "fraction_of_best_pass_bound": rate / best, "bound_before_after": [before, after],
-                            "bound": BOUND_TEXT[version.id].format(decoder=top, cores=cores,
-                                                                   kb=3 * OUTPUT_SIZE * OUTPUT_SIZE / 1e3),
-                            "decoder": decoder}
+        rows[version.id] = {
+            "images_per_s": rate,
+            "bound_images_per_s": means[top],
+            "fraction": rate / means[top],
+            "fraction_of_best_pass_bound": rate / best,
+            "bound_before_after": [before, after],
+            "bound": BOUND_TEXT[version.id].format(decoder=top, cores=cores, kb=3 * OUTPUT_SIZE * OUTPUT_SIZE / 1e3),
+            "decoder": decoder,
+        }
     if "v5" in rows:
         rows["v5"]["fraction_of_parallel_decode"] = rows["v5"]["images_per_s"] / together
-    return {"single_core_images_per_s": rates, "single_core_best_pass": measured["best"],
-            "parallel_decode_images_per_s": together, "parallel_decode_vs_bound": together / (rates[fastest] * cores),
-            "copy_bytes_per_s": bandwidth, "worker_stack_ms": stack_ms, "versions": rows}
+    return {
+        "single_core_images_per_s": rates,
+        "single_core_best_pass": measured["best"],
+        "parallel_decode_images_per_s": together,
+        "parallel_decode_vs_bound": together / (rates[fastest] * cores),
+        "copy_bytes_per_s": bandwidth,
+        "worker_stack_ms": stack_ms,
+        "versions": rows,
+    }
 
 
 def one_core_rate(pack: str, samples: int, step: Callable[[int, bytes], Any], repeats: int = 3) -> float:
@@ -226,55 +243,97 @@ def crop_bound_round(folder: str, pack: str, cores: int, samples: int, batches: 
         decode_box(data, boxes[k], crop.output_hw, ENGINE)
 
     def labkit_loader(slots: bool) -> float:
-        return timed_run(lambda: make_loader(PackedDataset(pack, ENGINE, crop=crop), batch_size=BATCH, shuffle=True,
-                                             num_workers=cores, pin_memory=False, batch_slots=slots), batches)
+        return timed_run(
+            lambda: make_loader(
+                PackedDataset(pack, ENGINE, crop=crop),
+                batch_size=BATCH,
+                shuffle=True,
+                num_workers=cores,
+                pin_memory=False,
+                batch_slots=slots,
+            ),
+            batches,
+        )
 
     before = one_core_rate(pack, samples, bare) * cores
     plain, slots = labkit_loader(False), labkit_loader(True)
     after = one_core_rate(pack, samples, bare) * cores
     tutorial = timed_run(lambda: torchvision_loader(folder, cores), batches)
     bound = (before + after) / 2
-    return {"bound_images_per_s": bound, "bound_before_after": [before, after], "loader_images_per_s": max(plain, slots),
-            "make_loader_images_per_s": plain, "batch_slots_images_per_s": slots, "fraction": max(plain, slots) / bound,
-            "tutorial_loader_images_per_s": tutorial}
+    return {
+        "bound_images_per_s": bound,
+        "bound_before_after": [before, after],
+        "loader_images_per_s": max(plain, slots),
+        "make_loader_images_per_s": plain,
+        "batch_slots_images_per_s": slots,
+        "fraction": max(plain, slots) / bound,
+        "tutorial_loader_images_per_s": tutorial,
+    }
 
 
-def crop_bounds(sets: dict[str, tuple[str, str]], cores: int, rounds: int, samples: int,
-                batches: int) -> dict[str, Any]:
+def crop_bounds(
+    sets: dict[str, tuple[str, str]], cores: int, rounds: int, samples: int, batches: int
+) -> dict[str, Any]:
     """`crop_bound_round` ``rounds`` times for each set (label: (folder, pack)), printed with the goal's outcome and
     2.5x the tutorial's loader set beside the bound."""
     found: dict[str, Any] = {}
     for label, (folder, pack) in sets.items():
         per_round = [crop_bound_round(folder, pack, cores, samples, batches) for _ in range(rounds)]
         fractions = [r["fraction"] for r in per_round]
-        bound, tutorial = (median(r[k] for r in per_round)
-                           for k in ("bound_images_per_s", "tutorial_loader_images_per_s"))
+        bound, tutorial = (
+            median(r[k] for r in per_round) for k in ("bound_images_per_s", "tutorial_loader_images_per_s")
+        )
         loader, fraction = median(r["loader_images_per_s"] for r in per_round), median(fractions)
-        plain, slots = (median(r[k] for r in per_round) for k in ("make_loader_images_per_s", "batch_slots_images_per_s"))
+        plain, slots = (
+            median(r[k] for r in per_round) for k in ("make_loader_images_per_s", "batch_slots_images_per_s")
+        )
         outcome = goal_outcome(fraction, min(fractions), max(fractions), CROP_BOUND_GOAL)
         reachable = BASELINE_GOAL * tutorial <= bound
-        found[label] = {"rounds": per_round, "bound_images_per_s": bound, "loader_images_per_s": loader,
-                        "make_loader_images_per_s": plain, "batch_slots_images_per_s": slots,
-                        "fraction": fraction, "goal": CROP_BOUND_GOAL, "goal_outcome": outcome,
-                        "tutorial_loader_images_per_s": tutorial, "baseline_goal_within_bound": reachable}
-        print(f"{label}: crop-decode bound ({ENGINE}, boxes drawn beforehand, one core x {cores}) {bound:.0f} "
-              f"images/s; the faster of make_loader ({plain:.0f}) and make_loader(batch_slots=True) ({slots:.0f}) in "
-              f"each round: {loader:.0f} images/s = {fraction:.0%} of it (rounds {min(fractions):.0%}-"
-              f"{max(fractions):.0%}); goal {CROP_BOUND_GOAL:.0%}: {outcome}")
-        print(f"  the tutorial's loader: {tutorial:.0f} images/s; {BASELINE_GOAL}x that is "
-              f"{BASELINE_GOAL * tutorial:.0f} = {BASELINE_GOAL * tutorial / bound:.0%} of the bound" +
-              ("" if reachable else f": above it, so no loader built on {ENGINE}'s crop path reaches {BASELINE_GOAL}x "
-                                    "here"))
+        found[label] = {
+            "rounds": per_round,
+            "bound_images_per_s": bound,
+            "loader_images_per_s": loader,
+            "make_loader_images_per_s": plain,
+            "batch_slots_images_per_s": slots,
+            "fraction": fraction,
+            "goal": CROP_BOUND_GOAL,
+            "goal_outcome": outcome,
+            "tutorial_loader_images_per_s": tutorial,
+            "baseline_goal_within_bound": reachable,
+        }
+        print(
+            f"{label}: crop-decode bound ({ENGINE}, boxes drawn beforehand, one core x {cores}) {bound:.0f} "
+            f"images/s; the faster of make_loader ({plain:.0f}) and make_loader(batch_slots=True) ({slots:.0f}) in "
+            f"each round: {loader:.0f} images/s = {fraction:.0%} of it (rounds {min(fractions):.0%}-"
+            f"{max(fractions):.0%}); goal {CROP_BOUND_GOAL:.0%}: {outcome}"
+        )
+        print(
+            f"  the tutorial's loader: {tutorial:.0f} images/s; {BASELINE_GOAL}x that is "
+            f"{BASELINE_GOAL * tutorial:.0f} = {BASELINE_GOAL * tutorial / bound:.0%} of the bound"
+            + (
+                ""
+                if reachable
+                else f": above it, so no loader built on {ENGINE}'s crop path reaches {BASELINE_GOAL}x here"
+            )
+        )
     return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="rounds of v1, v5 and v6, each bracketed by its bound; medians over rounds reported")
-    parser.add_argument("--only", choices=("versions", "crops"), default=None,
-                        help="only the ablation's versions against their bounds, or only the crop-decode bound")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="rounds of v1, v5 and v6, each bracketed by its bound; medians over rounds reported",
+    )
+    parser.add_argument(
+        "--only",
+        choices=("versions", "crops"),
+        default=None,
+        help="only the ablation's versions against their bounds, or only the crop-decode bound",
+    )
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     quick = quick_mode()
@@ -288,9 +347,16 @@ def main() -> None:
         make_photos(folder, SMALL, progress=False)
         small = prepare(folder, quick=True, progress=False, recheck=False)
         print(f"Machine: {describe_machine(info)}")
-        results["crops"] = crop_bounds({f"{ws.count} photos of {args.data or '800x600'}": (ws.folder, ws.pack),
-                                        f"{small.count} photos of 160x120": (small.folder, small.pack)}, cores, args.rounds,
-                                       samples=32 if quick else 128, batches=2 if quick else 15)
+        results["crops"] = crop_bounds(
+            {
+                f"{ws.count} photos of {args.data or '800x600'}": (ws.folder, ws.pack),
+                f"{small.count} photos of 160x120": (small.folder, small.pack),
+            },
+            cores,
+            args.rounds,
+            samples=32 if quick else 128,
+            batches=2 if quick else 15,
+        )
         if args.only == "crops":
             write_result(out, results)
             print(f"wrote {out}")
@@ -302,25 +368,38 @@ def main() -> None:
     for k in range(args.rounds):
         rounds.append(measure_round(ws, settings, cores, samples=32 if quick else 64))
         v = rounds[-1]["versions"]
-        print(f"round {k + 1}/{args.rounds}: " + ", ".join(
-            f"{vid} {r['images_per_s']:.0f} images/s = {r['fraction']:.0%} of {r['bound']}" for vid, r in v.items()),
-            flush=True)
+        print(
+            f"round {k + 1}/{args.rounds}: "
+            + ", ".join(
+                f"{vid} {r['images_per_s']:.0f} images/s = {r['fraction']:.0%} of {r['bound']}" for vid, r in v.items()
+            ),
+            flush=True,
+        )
     print(f"Machine: {describe_machine(info)}")
     decoders = rounds[0]["single_core_images_per_s"]
-    print(f"single-core decode + resize to {OUTPUT_SIZE}x{OUTPUT_SIZE}, median over rounds: " +
-          ", ".join(f"{name} {median(r['single_core_images_per_s'][name] for r in rounds):.0f} images/s"
-                    for name in decoders))
+    print(
+        f"single-core decode + resize to {OUTPUT_SIZE}x{OUTPUT_SIZE}, median over rounds: "
+        + ", ".join(
+            f"{name} {median(r['single_core_images_per_s'][name] for r in rounds):.0f} images/s" for name in decoders
+        )
+    )
     print(f"single-core copy bandwidth: {median(r['copy_bytes_per_s'] for r in rounds) / 1e9:.2f} GB/s")
     summary = {}
     for vid in rounds[0]["versions"]:
         per_round = [r["versions"][vid] for r in rounds]
-        summary[vid] = {"images_per_s": median(r["images_per_s"] for r in per_round),
-                        "fraction": median(r["fraction"] for r in per_round),
-                        "vs_v1": median(r["images_per_s"] / rr["versions"]["v1"]["images_per_s"]
-                                        for r, rr in zip(per_round, rounds))}
-        print(f"  {vid}: median {summary[vid]['images_per_s']:8.1f} images/s, {summary[vid]['fraction']:.0%} of its "
-              f"bound, {summary[vid]['vs_v1']:.2f}x v1 (per round: "
-              + ", ".join(f"{r['fraction']:.0%}" for r in per_round) + ")")
+        summary[vid] = {
+            "images_per_s": median(r["images_per_s"] for r in per_round),
+            "fraction": median(r["fraction"] for r in per_round),
+            "vs_v1": median(
+                r["images_per_s"] / rr["versions"]["v1"]["images_per_s"] for r, rr in zip(per_round, rounds)
+            ),
+        }
+        print(
+            f"  {vid}: median {summary[vid]['images_per_s']:8.1f} images/s, {summary[vid]['fraction']:.0%} of its "
+            f"bound, {summary[vid]['vs_v1']:.2f}x v1 (per round: "
+            + ", ".join(f"{r['fraction']:.0%}" for r in per_round)
+            + ")"
+        )
     if "v5" in summary:
         strict = median(r["versions"]["v5"]["fraction_of_best_pass_bound"] for r in rounds)
         summary["v5"]["fraction_of_best_pass_bound"] = strict
@@ -329,16 +408,28 @@ def main() -> None:
         scaling = median(r["parallel_decode_vs_bound"] for r in rounds)
         of_together = median(r["versions"]["v5"]["fraction_of_parallel_decode"] for r in rounds)
         summary["v5"]["fraction_of_parallel_decode"] = of_together
-        print(f"  {cores} bare processes decoding at once, no loader: {together:.0f} images/s = {scaling:.0%} of "
-              f"{cores} x the single-core rate; v5 reaches {of_together:.0%} of that")
-        fresh, reused = (median(r["worker_stack_ms"][k] for r in rounds) for k in ("fresh_shared_memory", "reused_memory"))
-        decode_ms = settings.batch_size / median(r["single_core_images_per_s"][r["versions"]["v5"]["decoder"]]
-                                                 for r in rounds) * 1000
-        summary["v5"]["worker_stack_ms"] = {"fresh_shared_memory": fresh, "reused_memory": reused,
-                                            "decode_batch_ms": decode_ms}
-        print(f"  a worker stacks a batch of {settings.batch_size} into fresh shared memory in {fresh:.1f} ms "
-              f"(into reused memory {reused:.1f} ms), {fresh / decode_ms:.1%} of the {decode_ms:.0f} ms it takes "
-              "to decode that batch on one core")
+        print(
+            f"  {cores} bare processes decoding at once, no loader: {together:.0f} images/s = {scaling:.0%} of "
+            f"{cores} x the single-core rate; v5 reaches {of_together:.0%} of that"
+        )
+        fresh, reused = (
+            median(r["worker_stack_ms"][k] for r in rounds) for k in ("fresh_shared_memory", "reused_memory")
+        )
+        decode_ms = (
+            settings.batch_size
+            / median(r["single_core_images_per_s"][r["versions"]["v5"]["decoder"]] for r in rounds)
+            * 1000
+        )
+        summary["v5"]["worker_stack_ms"] = {
+            "fresh_shared_memory": fresh,
+            "reused_memory": reused,
+            "decode_batch_ms": decode_ms,
+        }
+        print(
+            f"  a worker stacks a batch of {settings.batch_size} into fresh shared memory in {fresh:.1f} ms "
+            f"(into reused memory {reused:.1f} ms), {fresh / decode_ms:.1%} of the {decode_ms:.0f} ms it takes "
+            "to decode that batch on one core"
+        )
     write_result(out, {**results, "rounds": rounds, "median": summary})
     print(f"wrote {out}")
 

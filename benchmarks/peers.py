@@ -37,8 +37,13 @@ from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD
 from labkit.measure.result_files import result_path, write_result
 from labkit.measure.verdict import judge
 
-TRANSFORM = transforms.Compose([transforms.Resize((OUTPUT_SIZE, OUTPUT_SIZE)), transforms.ToTensor(),
-                                transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+TRANSFORM = transforms.Compose(
+    [
+        transforms.Resize((OUTPUT_SIZE, OUTPUT_SIZE)),
+        transforms.ToTensor(),
+        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+    ]
+)
 
 
 def samples(folder: str) -> list[tuple]:
@@ -82,8 +87,14 @@ def write_mds(folder: str, out: str) -> None:
 def webdataset_loader(shards: list[str], batch: int, workers: int, transform: Callable = TRANSFORM) -> DataLoader:
     import webdataset as wds
 
-    dataset = (wds.WebDataset(shards, shardshuffle=len(shards), nodesplitter=wds.split_by_node)
-               .shuffle(1000).decode("pil").to_tuple("jpg", "cls").map_tuple(transform, int).batched(batch))
+    dataset = (
+        wds.WebDataset(shards, shardshuffle=len(shards), nodesplitter=wds.split_by_node)
+        .shuffle(1000)
+        .decode("pil")
+        .to_tuple("jpg", "cls")
+        .map_tuple(transform, int)
+        .batched(batch)
+    )
     return wds.WebLoader(dataset, batch_size=None, num_workers=workers)
 
 
@@ -106,8 +117,13 @@ def stateful_loader(folder: str, batch: int, workers: int) -> DataLoader:
     from torchdata.stateful_dataloader import StatefulDataLoader
     from torchvision.datasets import ImageFolder
 
-    return StatefulDataLoader(ImageFolder(folder, transform=TRANSFORM), batch_size=batch, shuffle=True,
-                              num_workers=workers, persistent_workers=True)
+    return StatefulDataLoader(
+        ImageFolder(folder, transform=TRANSFORM),
+        batch_size=batch,
+        shuffle=True,
+        num_workers=workers,
+        persistent_workers=True,
+    )
 
 
 def timed_run(make: Callable[[], Any], batches: int) -> float:
@@ -133,11 +149,17 @@ def decode_ceiling(folder: str, count: int = 100, repeats: int = 3) -> dict[str,
     from labkit.workers.thread_budget import torch_threads
 
     blobs = [open(path, "rb").read() for path, _ in samples(folder)[:count]]
-    steps = {"peer": lambda data: TRANSFORM(Image.open(io.BytesIO(data)).convert("RGB")),
-             "v5": lambda data: normalize_uint8(decode_image(data, OUTPUT_SIZE, "simplejpeg"))}
+    steps = {
+        "peer": lambda data: TRANSFORM(Image.open(io.BytesIO(data)).convert("RGB")),
+        "v5": lambda data: normalize_uint8(decode_image(data, OUTPUT_SIZE, "simplejpeg")),
+    }
     with torch_threads(1):
-        return {name: time_calls(lambda step=step: [step(data) for data in blobs], repeats, warmup=1).median
-                / len(blobs) * 1000 for name, step in steps.items()}
+        return {
+            name: time_calls(lambda step=step: [step(data) for data in blobs], repeats, warmup=1).median
+            / len(blobs)
+            * 1000
+            for name, step in steps.items()
+        }
 
 
 def main() -> None:
@@ -163,6 +185,7 @@ def main() -> None:
         def make() -> Any:
             loader, _ = build_loader(version, ws, settings, decoder)
             return device_batches(version, loader, settings, len(ws.classes))
+
         return make
 
     mds = _MDSImages.build(f"{ws.folder}-mds", batch)
@@ -180,27 +203,46 @@ def main() -> None:
     median = {k: statistics.median(v) for k, v in rates.items()}
     info = machine_info()
     print(f"Machine: {describe_machine(info)}")
-    print(f"{ws.count} images -> {OUTPUT_SIZE}x{OUTPUT_SIZE} normalised float, batch {batch}, {workers} workers, "
-          f"median of {args.runs} alternating runs of {batches} batches")
+    print(
+        f"{ws.count} images -> {OUTPUT_SIZE}x{OUTPUT_SIZE} normalised float, batch {batch}, {workers} workers, "
+        f"median of {args.runs} alternating runs of {batches} batches"
+    )
     peers = [k for k in median if not k.startswith("labkit")]
     best_peer = max(peers, key=median.get)
     for name, value in median.items():
         print(f"  {name:<22}{value:9.1f} images/s")
     for ours in ("labkit v5", "labkit v6"):
-        print(f"  {ours} / best peer ({best_peer}): {median[ours] / median[best_peer]:.2f}x; " +
-              ", ".join(f"/ {p}: {median[ours] / median[p]:.2f}x" for p in peers))
+        print(
+            f"  {ours} / best peer ({best_peer}): {median[ours] / median[best_peer]:.2f}x; "
+            + ", ".join(f"/ {p}: {median[ours] / median[p]:.2f}x" for p in peers)
+        )
     verdict = judge(f"labkit v5 against the best peer ({best_peer})", rates[best_peer], rates["labkit v5"], goal=3.0)
     print(f"  {verdict}")
     ceiling = decode_ceiling(ws.folder)
     most = ceiling["peer"] / ceiling["v5"]
     reached = median["labkit v5"] / median[best_peer] / most
-    print(f"  one core, ms per image: a peer's PIL decode + Resize + Normalize {ceiling['peer']:.2f}, v5's simplejpeg "
-          f"decode + normalise {ceiling['v5']:.2f}: the most v5 gains from its decode is {most:.2f}x; the loaders "
-          f"measured reach {reached:.0%} of that" + (", so the 3x goal is out of reach on these images" if most < 3
-                                                     else ""))
-    write_result(out, {"machine": info, "images": ws.count, "workers": workers, "batch": batch, "batches": batches,
-                     "images_per_s": rates, "median_images_per_s": median, "best_peer": best_peer,
-                     "verdicts": [str(verdict)], "one_core_ms_per_image": ceiling, "decode_ceiling": most})
+    print(
+        f"  one core, ms per image: a peer's PIL decode + Resize + Normalize {ceiling['peer']:.2f}, v5's simplejpeg "
+        f"decode + normalise {ceiling['v5']:.2f}: the most v5 gains from its decode is {most:.2f}x; the loaders "
+        f"measured reach {reached:.0%} of that"
+        + (", so the 3x goal is out of reach on these images" if most < 3 else "")
+    )
+    write_result(
+        out,
+        {
+            "machine": info,
+            "images": ws.count,
+            "workers": workers,
+            "batch": batch,
+            "batches": batches,
+            "images_per_s": rates,
+            "median_images_per_s": median,
+            "best_peer": best_peer,
+            "verdicts": [str(verdict)],
+            "one_core_ms_per_image": ceiling,
+            "decode_ceiling": most,
+        },
+    )
     print(f"wrote {out}")
 
 

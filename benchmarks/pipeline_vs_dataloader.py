@@ -37,8 +37,11 @@ def _time(fn) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=None, help="a folder of clips (only read); default: the kit's clips, "
-                        "made on first use in its data folder")
+    parser.add_argument(
+        "--data",
+        default=None,
+        help="a folder of clips (only read); default: the kit's clips, made on first use in its data folder",
+    )
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--json", default=None, help="write results here (default benchmarks/results/...)")
     args = parser.parse_args()
@@ -62,9 +65,15 @@ def main() -> None:
         return sum(1 for _ in loader)
 
     def two_stage() -> int:
-        pipe = StagedPipeline(folders, functools.partial(decode_clip, frames=spec.frames, size=size), transform_clip,
-                              (spec.frames, spec.height, spec.width, 3), num_decoders=decoders,
-                              num_transformers=transformers, slots=2 * processes)
+        pipe = StagedPipeline(
+            folders,
+            functools.partial(decode_clip, frames=spec.frames, size=size),
+            transform_clip,
+            (spec.frames, spec.height, spec.width, 3),
+            num_decoders=decoders,
+            num_transformers=transformers,
+            slots=2 * processes,
+        )
         return sum(1 for _ in pipe)
 
     rates = {"dataloader": [], "pipeline": []}
@@ -78,10 +87,22 @@ def main() -> None:
     print(f"  single-stage DataLoader, {processes} workers:        {median['dataloader']:.2f} clips/s")
     print(f"  two-stage pipeline, {decoders} decode + {transformers} transform: {median['pipeline']:.2f} clips/s")
     print(f"  ratio pipeline / dataloader: {median['pipeline'] / median['dataloader']:.2f}")
-    write_result(out, {"machine": info, "settings": {"clips": len(dataset), "frames": spec.frames, "processes": processes,
-                                                   "decoders": decoders, "transformers": transformers,
-                                                   "runs": args.runs},
-                     "clips_per_s": rates, "median_clips_per_s": median})
+    write_result(
+        out,
+        {
+            "machine": info,
+            "settings": {
+                "clips": len(dataset),
+                "frames": spec.frames,
+                "processes": processes,
+                "decoders": decoders,
+                "transformers": transformers,
+                "runs": args.runs,
+            },
+            "clips_per_s": rates,
+            "median_clips_per_s": median,
+        },
+    )
     print(f"wrote {out}")
 
 

@@ -111,12 +111,19 @@ def measure_set(found: list[Region], repeats: int) -> dict[str, Any]:
     with torch_threads(1):
         for name, resize in candidates().items():
             passes = time_calls(lambda resize=resize: [resize(region) for region in found], repeats, warmup=1)
-            scores = [psnr(torch.from_numpy(np.ascontiguousarray(resize(region))), reference)
-                      for region, reference in zip(found, references)]
-            rows[name] = {"ms_per_image": passes.median / len(found) * 1000,
-                          "psnr_median_db": statistics.median(scores), "psnr_lowest_db": min(scores)}
-    chosen = min((name for name, row in rows.items() if row["psnr_median_db"] >= FIDELITY_DB),
-                 key=lambda name: rows[name]["ms_per_image"])
+            scores = [
+                psnr(torch.from_numpy(np.ascontiguousarray(resize(region))), reference)
+                for region, reference in zip(found, references)
+            ]
+            rows[name] = {
+                "ms_per_image": passes.median / len(found) * 1000,
+                "psnr_median_db": statistics.median(scores),
+                "psnr_lowest_db": min(scores),
+            }
+    chosen = min(
+        (name for name, row in rows.items() if row["psnr_median_db"] >= FIDELITY_DB),
+        key=lambda name: rows[name]["ms_per_image"],
+    )
     return {"regions": len(found), "upscale_share": upscales, "candidates": rows, "fastest_at_fidelity": chosen}
 
 
@@ -134,22 +141,28 @@ def main() -> None:
     small = prepare(folder, quick=True, progress=False, recheck=False)
     info = machine_info()
     print(f"Machine: {describe_machine(info)}")
-    print(f"each region resized to {OUT}x{OUT} on one core; fidelity: PSNR against Pillow's antialiased resize; "
-          f"chosen: the fastest at >= {FIDELITY_DB:.0f} dB (median)")
+    print(
+        f"each region resized to {OUT}x{OUT} on one core; fidelity: PSNR against Pillow's antialiased resize; "
+        f"chosen: the fastest at >= {FIDELITY_DB:.0f} dB (median)"
+    )
     results: dict[str, Any] = {"machine": info, "output": OUT, "fidelity_db": FIDELITY_DB, "sets": {}}
     for label, pack in ((f"{ws.count} photos of 800x600", ws.pack), (f"{small.count} photos of 160x120", small.pack)):
         measured = results["sets"][label] = measure_set(regions(pack, 32 if quick else args.images), args.repeats)
         print(f"{label}: {measured['regions']} crop regions, {measured['upscale_share']:.0%} of them upscaled")
         for name, row in measured["candidates"].items():
-            print(f"  {name:<22}{row['ms_per_image']:7.3f} ms  PSNR {row['psnr_median_db']:6.1f} dB median, "
-                  f"{row['psnr_lowest_db']:6.1f} lowest")
+            print(
+                f"  {name:<22}{row['ms_per_image']:7.3f} ms  PSNR {row['psnr_median_db']:6.1f} dB median, "
+                f"{row['psnr_lowest_db']:6.1f} lowest"
+            )
         chosen, ours = measured["fastest_at_fidelity"], measured["candidates"][LABKIT]
         if chosen == LABKIT:
             print(f"  labkit's resize ({LABKIT}) is the fastest candidate at >= {FIDELITY_DB:.0f} dB here")
         else:
             row = measured["candidates"][chosen]
-            print(f"  {chosen} is faster than labkit's resize at >= {FIDELITY_DB:.0f} dB here: {row['ms_per_image']:.3f}"
-                  f" against {ours['ms_per_image']:.3f} ms ({ours['ms_per_image'] / row['ms_per_image']:.2f}x)")
+            print(
+                f"  {chosen} is faster than labkit's resize at >= {FIDELITY_DB:.0f} dB here: {row['ms_per_image']:.3f}"
+                f" against {ours['ms_per_image']:.3f} ms ({ours['ms_per_image'] / row['ms_per_image']:.2f}x)"
+            )
     write_result(out, results)
     print(f"wrote {out}")
 

@@ -77,7 +77,7 @@ def available_peers() -> dict[str, str]:
             importlib.import_module(module)
             found[name] = "ok"
         except Exception as e:  # an ImportError, or a package broken by its own dependencies
-            found[name] = f"not usable ({type(e).__name__}: {e}); pip install -e \".[peers]\""
+            found[name] = f'not usable ({type(e).__name__}: {e}); pip install -e ".[peers]"'
     return found
 
 
@@ -102,6 +102,7 @@ def _files(folder: str) -> tuple[list[str], np.ndarray]:
 
 
 # -- packing ----------------------------------------------------------------------------------------------
+
 
 def _wds_share(job: tuple[str, int, list[str], list[int]]) -> None:
     import webdataset as wds
@@ -154,17 +155,22 @@ def packing(sizes: Sequence[int], workers: int, peers: dict[str, str], scratch: 
     writers: dict[str, Callable[[str, str], None]] = {
         "labkit pack": lambda folder, out: pack_folder(folder, out, workers=workers, progress=False),
         # what the peers do: copy the bytes, decode nothing (`labkit pack` test-decodes every file by default)
-        "labkit pack --no-check": lambda folder, out: pack_folder(folder, out, check=False, workers=workers,
-                                                                  progress=False),
-        "labkit pack --decoded": lambda folder, out: pack_folder(folder, out, decoded_size=SMALL, workers=workers,
-                                                                 progress=False),
+        "labkit pack --no-check": lambda folder, out: pack_folder(
+            folder, out, check=False, workers=workers, progress=False
+        ),
+        "labkit pack --decoded": lambda folder, out: pack_folder(
+            folder, out, decoded_size=SMALL, workers=workers, progress=False
+        ),
     }
     if peers["webdataset"] == "ok":
         writers["webdataset ShardWriter"] = lambda folder, out: _write_in_parallel(_wds_share, folder, out, workers)
     if peers["mosaicml-streaming"] == "ok":
         writers["mosaicml MDSWriter"] = lambda folder, out: _write_in_parallel(_mds_share, folder, out, workers)
-    result: dict[str, Any] = {"sizes": list(sizes), "source_mb": [], "writers": {w: {"s": [], "out_mb": []}
-                                                                                   for w in writers}}
+    result: dict[str, Any] = {
+        "sizes": list(sizes),
+        "source_mb": [],
+        "writers": {w: {"s": [], "out_mb": []} for w in writers},
+    }
     for n in sizes:
         folder = small_folder(n)
         paths, _ = _files(folder)
@@ -181,8 +187,11 @@ def packing(sizes: Sequence[int], workers: int, peers: dict[str, str], scratch: 
             watch = Stopwatch()
             write(folder, target)
             seconds = watch.elapsed
-            size = os.path.getsize(target) if os.path.isfile(target) else sum(
-                os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(target) for f in fs)
+            size = (
+                os.path.getsize(target)
+                if os.path.isfile(target)
+                else sum(os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(target) for f in fs)
+            )
             result["writers"][name]["s"].append(seconds)
             result["writers"][name]["out_mb"].append(size / 1e6)
             if os.path.isfile(target):
@@ -198,12 +207,20 @@ def packing(sizes: Sequence[int], workers: int, peers: dict[str, str], scratch: 
     peers_rates = {k: v["files_per_s"][-1] for k, v in result["writers"].items() if not k.startswith("labkit")}
     if peers_rates:
         best = max(peers_rates, key=peers_rates.get)
-        result["vs_faster_peer"] = {"peer": best, "goal": 1.5, "ratio_at_largest_n": {
-            k: v["files_per_s"][-1] / peers_rates[best] for k, v in result["writers"].items() if k.startswith("labkit")}}
+        result["vs_faster_peer"] = {
+            "peer": best,
+            "goal": 1.5,
+            "ratio_at_largest_n": {
+                k: v["files_per_s"][-1] / peers_rates[best]
+                for k, v in result["writers"].items()
+                if k.startswith("labkit")
+            },
+        }
     return result
 
 
 # -- other stores -----------------------------------------------------------------------------------------
+
 
 def _write_lmdb(paths: list[str], out: str) -> str:
     import lmdb
@@ -231,8 +248,7 @@ def _write_h5(paths: list[str], out: str) -> str:
 Opener = Callable[[], tuple[Callable[[int], int], Callable[[], None]]]
 
 
-def _stores(paths: list[str], pack: str, lmdb_dir: str | None, h5: str | None) -> dict[str, tuple[
-        Opener, list[str]]]:
+def _stores(paths: list[str], pack: str, lmdb_dir: str | None, h5: str | None) -> dict[str, tuple[Opener, list[str]]]:
     """For each store: how to open it (giving a function that reads sample i's bytes and returns their
     length, and one that closes it) and the files it reads. Opened anew for every pass: a store read
     through mmap (the pack, LMDB) keeps the pages it mapped cached, so a cold pass needs a fresh mapping."""
@@ -241,6 +257,7 @@ def _stores(paths: list[str], pack: str, lmdb_dir: str | None, h5: str | None) -
         def read(i: int) -> int:
             with open(paths[i], "rb") as f:
                 return len(f.read())
+
         return read, lambda: None
 
     def packed() -> tuple[Callable[[int], int], Callable[[], None]]:
@@ -249,20 +266,24 @@ def _stores(paths: list[str], pack: str, lmdb_dir: str | None, h5: str | None) -
 
     stores = {"folder": (folder, paths), "labkit pack": (packed, [pack])}
     if lmdb_dir:
+
         def lmdb_store() -> tuple[Callable[[int], int], Callable[[], None]]:
             import lmdb
 
             env = lmdb.open(lmdb_dir, readonly=True, lock=False, readahead=False)
             txn = env.begin(buffers=True)
             return (lambda i: len(txn.get(b"%09d" % i))), lambda: (txn.abort(), env.close())
+
         stores["lmdb"] = (lmdb_store, [os.path.join(lmdb_dir, "data.mdb")])
     if h5:
+
         def h5_store() -> tuple[Callable[[int], int], Callable[[], None]]:
             import h5py
 
             f = h5py.File(h5, "r")
             images = f["images"]
             return (lambda i: len(images[i])), f.close
+
         stores["hdf5"] = (h5_store, [h5])
     return stores
 
@@ -275,8 +296,10 @@ def stores(n: int, peers: dict[str, str], scratch: str, max_reads: int, system_d
     pack_folder(folder, pack, check=False, progress=False)
     lmdb_dir = _write_lmdb(paths, os.path.join(scratch, "stores.lmdb")) if peers["lmdb"] == "ok" else None
     h5 = _write_h5(paths, os.path.join(scratch, "stores.h5")) if peers["h5py"] == "ok" else None
-    orders = {"random": np.random.default_rng(0).permutation(n)[:max_reads].tolist(),
-              "block-shuffled": BlockShuffleSampler.for_batches(n, BATCH).order(0)[:max_reads]}
+    orders = {
+        "random": np.random.default_rng(0).permutation(n)[:max_reads].tolist(),
+        "block-shuffled": BlockShuffleSampler.for_batches(n, BATCH).order(0)[:max_reads],
+    }
     rates: dict[str, dict[str, float]] = {}
     resident: dict[str, dict[str, float | None]] = {}  # share of the store's bytes still cached after emptying
     how = ""
@@ -297,12 +320,18 @@ def stores(n: int, peers: dict[str, str], scratch: str, max_reads: int, system_d
                 rates.setdefault(name, {})[f"{order_name} {temperature}"] = len(order) / (watch.elapsed)
                 close()
                 del read, close  # the reader, and its mapping, go with them
-    return {"n": n, "reads": len(orders["random"]), "images_per_s": rates, "cold_cache_emptied_by": how,
-            "cold_resident_before": resident,
-            "skipped": {k: v for k, v in peers.items() if k in ("lmdb", "h5py") and v != "ok"}}
+    return {
+        "n": n,
+        "reads": len(orders["random"]),
+        "images_per_s": rates,
+        "cold_cache_emptied_by": how,
+        "cold_resident_before": resident,
+        "skipped": {k: v for k, v in peers.items() if k in ("lmdb", "h5py") and v != "ok"},
+    }
 
 
 # -- opening ----------------------------------------------------------------------------------------------
+
 
 def _open_in_child(build: Callable[[], Any], pipe: Any) -> None:
     rss0, watch = rss_bytes(), Stopwatch()
@@ -332,9 +361,11 @@ def opening(sizes: Sequence[int], repeats: int) -> dict[str, Any]:
             pack_folder(folder, pack, progress=False)
         if not os.path.exists(decoded):
             pack_folder(folder, decoded, decoded_size=SMALL, progress=False)
-        kinds = {"ImageFolderDataset": lambda folder=folder: ImageFolderDataset(folder, "pil", SMALL),
-                 "PackedDataset": lambda pack=pack: PackedDataset(pack, "pil", SMALL),
-                 "DecodedArrayDataset": lambda decoded=decoded: DecodedArrayDataset(decoded)}
+        kinds = {
+            "ImageFolderDataset": lambda folder=folder: ImageFolderDataset(folder, "pil", SMALL),
+            "PackedDataset": lambda pack=pack: PackedDataset(pack, "pil", SMALL),
+            "DecodedArrayDataset": lambda decoded=decoded: DecodedArrayDataset(decoded),
+        }
         for name, build in kinds.items():
             runs = [_open_once(build) for _ in range(repeats)]
             entry = result["datasets"].setdefault(name, {"s": [], "rss_mb": []})
@@ -351,33 +382,42 @@ def opening(sizes: Sequence[int], repeats: int) -> dict[str, Any]:
 
 # -- workers' memory --------------------------------------------------------------------------------------
 
+
 def workers_memory(n: int) -> dict[str, Any]:
     """Each worker's RSS (and private memory) over one epoch with 2 workers, per storage of the same index."""
     folder = small_folder(n)
     index = scan_image_folder(folder)
     paths = [index.relpaths[i] for i in range(len(index))]
     decoded = f"{folder}-decoded.pack"
-    datasets = {"labkit DecodedArrayDataset": lambda: DecodedArrayDataset(decoded),
-                "labkit PathTableDataset (numpy)": lambda: PathTableDataset(paths, index.labels),
-                "NaivePathListDataset (Python lists)": lambda: NaivePathListDataset(paths, index.labels.tolist())}
+    datasets = {
+        "labkit DecodedArrayDataset": lambda: DecodedArrayDataset(decoded),
+        "labkit PathTableDataset (numpy)": lambda: PathTableDataset(paths, index.labels),
+        "NaivePathListDataset (Python lists)": lambda: NaivePathListDataset(paths, index.labels.tolist()),
+    }
     result = {}
     for name, build in datasets.items():
-        trace = trace_worker_memory(build(), epochs=1, readings_per_epoch=4, batch_size=250, num_workers=2,
-                                    progress=False)
+        trace = trace_worker_memory(
+            build(), epochs=1, readings_per_epoch=4, batch_size=250, num_workers=2, progress=False
+        )
         rss = trace.mib("rss")
         anonymous = trace.growth_mib("anonymous")
-        result[name] = {"epochs": trace.epochs, "rss_mib": {w: v.tolist() for w, v in rss.items()},
-                        "private_mib": {w: v.tolist() for w, v in trace.mib("private").items()},
-                        "anonymous_mib": {w: v.tolist() for w, v in trace.mib("anonymous").items()},
-                        "rss_growth_pct": {w: float(100 * (v[-1] / v[0] - 1)) for w, v in rss.items()},
-                        "private_growth_mib": trace.growth_mib("private"),
-                        # the goal's measure: what a leak or copy-on-write grows, against the worker's start
-                        "anonymous_growth_pct": {w: None if anonymous[w] is None else float(100 * anonymous[w] / rss[w][0])
-                                                 for w in rss}}
+        result[name] = {
+            "epochs": trace.epochs,
+            "rss_mib": {w: v.tolist() for w, v in rss.items()},
+            "private_mib": {w: v.tolist() for w, v in trace.mib("private").items()},
+            "anonymous_mib": {w: v.tolist() for w, v in trace.mib("anonymous").items()},
+            "rss_growth_pct": {w: float(100 * (v[-1] / v[0] - 1)) for w, v in rss.items()},
+            "private_growth_mib": trace.growth_mib("private"),
+            # the goal's measure: what a leak or copy-on-write grows, against the worker's start
+            "anonymous_growth_pct": {
+                w: None if anonymous[w] is None else float(100 * anonymous[w] / rss[w][0]) for w in rss
+            },
+        }
     return {"n": n, "workers": 2, "datasets": result, "goal_pct": 5.0}
 
 
 # -- cold storage -----------------------------------------------------------------------------------------
+
 
 def _seed_workspace(quick: bool) -> Workspace:
     if quick:
@@ -404,13 +444,15 @@ def sequential_read_mb_s(path: str, system_drop: bool, limit: int = 2 << 30) -> 
 def batch_orders_cold(decoded_pack: str, system_drop: bool, max_batches: int) -> dict[str, float]:
     """images/s of batched reads from the cold decoded pack: random batches against block-shuffled ones."""
     n = len(PackReader(decoded_pack, check_crc=False))
-    orders = {"random batches": np.random.default_rng(0).permutation(n).tolist(),
-              "block-shuffled batches": BlockShuffleSampler.for_batches(n, BATCH).order(0)}
+    orders = {
+        "random batches": np.random.default_rng(0).permutation(n).tolist(),
+        "block-shuffled batches": BlockShuffleSampler.for_batches(n, BATCH).order(0),
+    }
     rates = {}
     for name, order in orders.items():
         dataset = DecodedArrayDataset(decoded_pack, check_crc=False)
         empty_page_cache([decoded_pack], system=system_drop)
-        batches = [order[k:k + BATCH] for k in range(0, len(order), BATCH)][:max_batches]
+        batches = [order[k : k + BATCH] for k in range(0, len(order), BATCH)][:max_batches]
         watch = Stopwatch()
         for batch in batches:
             dataset.__getitems__(batch)
@@ -426,11 +468,21 @@ def cold_storage(quick: bool, system_drop: bool) -> dict[str, Any]:
     versions = {v.id: v for v in VERSIONS}
     out: dict[str, Any] = {"images": ws.count, "folder": os.path.relpath(ws.folder, data_root()), "versions": {}}
     index = scan_image_folder(ws.folder)
-    data = {"v2": [os.fsencode(index.abspath(i)) for i in range(len(index))], "v3": [os.fsencode(ws.pack)],
-            "v6": [os.fsencode(ws.decoded_pack)]}
+    data = {
+        "v2": [os.fsencode(index.abspath(i)) for i in range(len(index))],
+        "v3": [os.fsencode(ws.pack)],
+        "v6": [os.fsencode(ws.decoded_pack)],
+    }
     for cold in (False, True):
-        settings = AblationSettings(batch_size=BATCH, num_workers=2, runs=3, steps=3 if quick else 20,
-                            min_seconds=0.0 if quick else 3.0, cold=cold, device="cpu")
+        settings = AblationSettings(
+            batch_size=BATCH,
+            num_workers=2,
+            runs=3,
+            steps=3 if quick else 20,
+            min_seconds=0.0 if quick else 3.0,
+            cold=cold,
+            device="cpu",
+        )
         for vid in ("v2", "v3", "v6"):
             gc.collect()
             if not cold:  # warm means read just before: a kernel short of memory drops pages of data read long ago
@@ -438,14 +490,18 @@ def cold_storage(quick: bool, system_drop: bool) -> dict[str, Any]:
                     read_file(path)
             r = measure_version(versions[vid], ws, settings, versions[vid].decoder)
             out["versions"].setdefault(vid, {})["cold" if cold else "warm"] = {
-                "images_per_s": r.images_per_s, "step_s": r.step_s, "cache": r.cache}
+                "images_per_s": r.images_per_s,
+                "step_s": r.step_s,
+                "cache": r.cache,
+            }
     image_bytes = 3 * OUTPUT_SIZE * OUTPUT_SIZE
     out["disk_sequential_mb_s"] = sequential_read_mb_s(ws.decoded_pack, system_drop)
     v6_cold_mb_s = out["versions"]["v6"]["cold"]["images_per_s"] * image_bytes / 1e6
     out["v6_cold_mb_s"] = v6_cold_mb_s
     out["v6_cold_share_of_disk"] = v6_cold_mb_s / out["disk_sequential_mb_s"]
-    out["v3_over_v2"] = {t: out["versions"]["v3"][t]["images_per_s"] / out["versions"]["v2"][t]["images_per_s"]
-                         for t in ("warm", "cold")}
+    out["v3_over_v2"] = {
+        t: out["versions"]["v3"][t]["images_per_s"] / out["versions"]["v2"][t]["images_per_s"] for t in ("warm", "cold")
+    }
     out["cold_batches_images_per_s"] = batch_orders_cold(ws.decoded_pack, system_drop, 20 if quick else 200)
     return out
 
@@ -454,15 +510,19 @@ def cold_storage_record(result: dict[str, Any], note: str) -> dict[str, Any]:
     """One cold-storage run in a line of the history (``cold_storage_runs``): the cold verdicts move between runs
     on a shared machine, so every run is kept beside the one the report quotes."""
     versions = result["versions"]
-    return {"note": note, "v3_over_v2": result["v3_over_v2"],
-            "v6_cold_share_of_disk": result["v6_cold_share_of_disk"],
-            "images_per_s": {v: {t: d[t]["images_per_s"] for t in ("warm", "cold")} for v, d in versions.items()},
-            "warm_resident_before": {v: d["warm"]["cache"].get("resident_before") for v, d in versions.items()},
-            "cold_batches_images_per_s": result["cold_batches_images_per_s"],
-            "disk_sequential_mb_s": result["disk_sequential_mb_s"]}
+    return {
+        "note": note,
+        "v3_over_v2": result["v3_over_v2"],
+        "v6_cold_share_of_disk": result["v6_cold_share_of_disk"],
+        "images_per_s": {v: {t: d[t]["images_per_s"] for t in ("warm", "cold")} for v, d in versions.items()},
+        "warm_resident_before": {v: d["warm"]["cache"].get("resident_before") for v, d in versions.items()},
+        "cold_batches_images_per_s": result["cold_batches_images_per_s"],
+        "disk_sequential_mb_s": result["disk_sequential_mb_s"],
+    }
 
 
 # -- report -----------------------------------------------------------------------------------------------
+
 
 def plot(report: dict[str, Any], path: str, title: str) -> None:
     """Log-log panels of each cost against N (slope in the legend), and bars for the one-N measurements."""
@@ -477,11 +537,14 @@ def plot(report: dict[str, Any], path: str, title: str) -> None:
     for name, w in pk["writers"].items():
         ax.loglog(pk["sizes"], w["s"], marker="o", label=f"{name} (slope {w['slope_time_vs_n']:.2f})")
     ax.set(title="packing: seconds", xlabel="samples N", ylabel="s")
-    for ax, key, unit, slope in ((axes[0][1], "s", "opening: seconds", "slope_time"),
-                                 (axes[0][2], "rss_mb", "opening: main-process RSS added, MB", "slope_rss")):
+    for ax, key, unit, slope in (
+        (axes[0][1], "s", "opening: seconds", "slope_time"),
+        (axes[0][2], "rss_mb", "opening: main-process RSS added, MB", "slope_rss"),
+    ):
         for name, entry in op["datasets"].items():
-            ax.loglog(op["sizes"], [max(v, 1e-3) for v in entry[key]], marker="o",
-                      label=f"{name} (slope {entry[slope]:.2f})")
+            ax.loglog(
+                op["sizes"], [max(v, 1e-3) for v in entry[key]], marker="o", label=f"{name} (slope {entry[slope]:.2f})"
+            )
         ax.set(title=unit, xlabel="samples N")
     st = report["stores"]
     ax = axes[1][0]
@@ -526,45 +589,75 @@ def summary(report: dict[str, Any]) -> list[str]:
     lines = []
     pk = report["packing"]
     for name, w in pk["writers"].items():
-        lines.append(f"pack  {name:<24} " + "  ".join(f"N={n}: {f:,.0f} files/s {m:.1f} MB/s" for n, f, m in
-                                                      zip(pk["sizes"], w["files_per_s"], w["mb_per_s"]))
-                     + f"  (time vs bytes slope {w['slope_time_vs_bytes']:.2f})")
+        lines.append(
+            f"pack  {name:<24} "
+            + "  ".join(
+                f"N={n}: {f:,.0f} files/s {m:.1f} MB/s" for n, f, m in zip(pk["sizes"], w["files_per_s"], w["mb_per_s"])
+            )
+            + f"  (time vs bytes slope {w['slope_time_vs_bytes']:.2f})"
+        )
     if "vs_faster_peer" in pk:
         v = pk["vs_faster_peer"]
-        lines.append(f"pack  / {v['peer']} at N={pk['sizes'][-1]}: " + ", ".join(
-            f"{k} {r:.2f}x" for k, r in v["ratio_at_largest_n"].items()) + f" (goal >= {v['goal']}x)")
+        lines.append(
+            f"pack  / {v['peer']} at N={pk['sizes'][-1]}: "
+            + ", ".join(f"{k} {r:.2f}x" for k, r in v["ratio_at_largest_n"].items())
+            + f" (goal >= {v['goal']}x)"
+        )
     if "per_file_us" in pk:
         c = pk["per_file_us"]
-        lines.append(f"pack  one core, per file: read {c['read']:.0f} us, check {c['check']:.0f} us: the check alone "
-                     f"allows {report.get('workers', 1) * 1e6 / c['check']:,.0f} files/s on {report.get('workers', 1)} "
-                     "workers")
+        lines.append(
+            f"pack  one core, per file: read {c['read']:.0f} us, check {c['check']:.0f} us: the check alone "
+            f"allows {report.get('workers', 1) * 1e6 / c['check']:,.0f} files/s on {report.get('workers', 1)} "
+            "workers"
+        )
     for name, e in report["opening"]["datasets"].items():
-        lines.append(f"open  {name:<20} ms per 1,000: " + ", ".join(f"{x:.2f}" for x in e["ms_per_1000"])
-                     + "; RSS MB per 1,000: " + ", ".join(f"{x:.3f}" for x in e["rss_mb_per_1000"])
-                     + f"; slopes time {e['slope_time']:.2f}, RSS {e['slope_rss']:.2f} (goal <= 1.05)")
+        lines.append(
+            f"open  {name:<20} ms per 1,000: "
+            + ", ".join(f"{x:.2f}" for x in e["ms_per_1000"])
+            + "; RSS MB per 1,000: "
+            + ", ".join(f"{x:.3f}" for x in e["rss_mb_per_1000"])
+            + f"; slopes time {e['slope_time']:.2f}, RSS {e['slope_rss']:.2f} (goal <= 1.05)"
+        )
     st = report["stores"]
     for store, rates in st["images_per_s"].items():
         lines.append(f"read  {store:<12} " + ", ".join(f"{k} {v:,.0f}/s" for k, v in rates.items()))
     lines.append(f"read  cold = {st['cold_cache_emptied_by']}")
     for name, d in report["workers_memory"]["datasets"].items():
-        lines.append(f"mem   {name:<36} over the epoch, unique anonymous memory grew " + ", ".join(
-            f"{w} {_pct(g)}" for w, g in d["anonymous_growth_pct"].items()) + " of the start (goal < 5 %); RSS "
-            + ", ".join(f"{w} {g:+.1f} %" for w, g in d["rss_growth_pct"].items()))
-    lines.append("mem   (RSS counts the pages of a mapped pack a worker has read: shared with the page cache and "
-                 "reclaimable, not a leak)")
+        lines.append(
+            f"mem   {name:<36} over the epoch, unique anonymous memory grew "
+            + ", ".join(f"{w} {_pct(g)}" for w, g in d["anonymous_growth_pct"].items())
+            + " of the start (goal < 5 %); RSS "
+            + ", ".join(f"{w} {g:+.1f} %" for w, g in d["rss_growth_pct"].items())
+        )
+    lines.append(
+        "mem   (RSS counts the pages of a mapped pack a worker has read: shared with the page cache and "
+        "reclaimable, not a leak)"
+    )
     cs = report["cold_storage"]
     for vid, d in cs["versions"].items():
-        lines.append(f"cold  {vid}: warm {d['warm']['images_per_s']:.1f}, cold {d['cold']['images_per_s']:.1f} "
-                     f"images/s (data cached when it started: warm {_share(d['warm']['cache'].get('resident_before'))}, "
-                     f"cold {_share(d['cold']['cache'].get('resident_before'))}"
-                     + (f", kept cached by processes mapping it: {d['cold']['cache']['mapped_by_other_processes']}"
-                        if d['cold']['cache'].get('mapped_by_other_processes') else "") + ")")
-    lines.append(f"cold  v3/v2: warm {cs['v3_over_v2']['warm']:.2f}x, cold {cs['v3_over_v2']['cold']:.2f}x "
-                 f"(the seed: 1.35x on 20,000 photos from an SSD)")
-    lines.append(f"cold  disk sequential {cs['disk_sequential_mb_s']:.0f} MB/s; v6 cold {cs['v6_cold_mb_s']:.0f} MB/s "
-                 f"= {cs['v6_cold_share_of_disk']:.0%} of it (goal >= 80 %)")
-    lines.append("cold  decoded pack, cold: " + ", ".join(f"{k} {v:,.0f} images/s"
-                                                         for k, v in cs["cold_batches_images_per_s"].items()))
+        lines.append(
+            f"cold  {vid}: warm {d['warm']['images_per_s']:.1f}, cold {d['cold']['images_per_s']:.1f} "
+            f"images/s (data cached when it started: warm {_share(d['warm']['cache'].get('resident_before'))}, "
+            f"cold {_share(d['cold']['cache'].get('resident_before'))}"
+            + (
+                f", kept cached by processes mapping it: {d['cold']['cache']['mapped_by_other_processes']}"
+                if d["cold"]["cache"].get("mapped_by_other_processes")
+                else ""
+            )
+            + ")"
+        )
+    lines.append(
+        f"cold  v3/v2: warm {cs['v3_over_v2']['warm']:.2f}x, cold {cs['v3_over_v2']['cold']:.2f}x "
+        f"(the seed: 1.35x on 20,000 photos from an SSD)"
+    )
+    lines.append(
+        f"cold  disk sequential {cs['disk_sequential_mb_s']:.0f} MB/s; v6 cold {cs['v6_cold_mb_s']:.0f} MB/s "
+        f"= {cs['v6_cold_share_of_disk']:.0%} of it (goal >= 80 %)"
+    )
+    lines.append(
+        "cold  decoded pack, cold: "
+        + ", ".join(f"{k} {v:,.0f} images/s" for k, v in cs["cold_batches_images_per_s"].items())
+    )
     first = next(iter(cs["versions"].values()))["cold"]["cache"]
     lines.append(f"cold  cache emptied by: {first.get('emptied_by', '?')}")
     return lines
@@ -574,8 +667,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 250, 750, 2,000 and the course's 256 photos")
     parser.add_argument("--json", default=None)
-    parser.add_argument("--only", default=None, help="comma-separated steps to measure again into the existing "
-                        f"results, e.g. cold_storage (steps: {', '.join(STEPS)})")
+    parser.add_argument(
+        "--only",
+        default=None,
+        help="comma-separated steps to measure again into the existing "
+        f"results, e.g. cold_storage (steps: {', '.join(STEPS)})",
+    )
     parser.add_argument("--note", default="", help="a line on this run, kept with it in cold_storage_runs")
     args = parser.parse_args()
     quick = args.quick
@@ -595,16 +692,22 @@ def main() -> None:
     if unknown:
         parser.error(f"unknown steps {sorted(unknown)}; the steps are {', '.join(STEPS)}")
     watch = Stopwatch()
-    report: dict[str, Any] = {"machine": info, "quick": quick, "sizes": list(sizes), "image": SMALL,
-                              "workers": workers, "peers": peers, "load_before": os.getloadavg()}
+    report: dict[str, Any] = {
+        "machine": info,
+        "quick": quick,
+        "sizes": list(sizes),
+        "image": SMALL,
+        "workers": workers,
+        "peers": peers,
+        "load_before": os.getloadavg(),
+    }
     if args.only:  # the other steps' results as they were measured before
         if not os.path.exists(out):
             parser.error(f"--only measures again into {out}, which does not exist: run without --only first")
         with open(out, encoding="utf-8") as f:
             before = json.load(f)
         first_load = before.get("first_run_load", [before.get("load_before"), before.get("load_after")])
-        report = {**before, "first_run_load": first_load,
-                  **{k: report[k] for k in ("machine", "peers", "load_before")}}
+        report = {**before, "first_run_load": first_load, **{k: report[k] for k in ("machine", "peers", "load_before")}}
         report.setdefault("remeasured", {}).update({step: time.strftime("%Y-%m-%d") for step in only})
     steps: list[tuple[str, Callable[[], Any]]] = [  # in the order of STEPS
         ("packing", lambda: packing(sizes, workers, peers, scratch)),
@@ -621,14 +724,17 @@ def main() -> None:
         report.setdefault("seconds", {})[name] = step_watch.elapsed
         if name == "cold_storage":
             report.setdefault("cold_storage_runs", []).append(
-                cold_storage_record(report[name], args.note or time.strftime("%Y-%m-%d %H:%M")))
+                cold_storage_record(report[name], args.note or time.strftime("%Y-%m-%d %H:%M"))
+            )
         print(f"[{name}] {report['seconds'][name]:.1f} s")
     shutil.rmtree(scratch, ignore_errors=True)
     report["load_after"] = os.getloadavg()
     report["total_s" if not args.only else f"total_s_{'_'.join(only)}"] = watch.elapsed
     report["summary"] = summary(report)
-    print(f"Machine: {describe_machine(info)}; load average before {report['load_before'][0]:.2f}, "
-          f"after {report['load_after'][0]:.2f}; {watch.elapsed:.0f} s in all")
+    print(
+        f"Machine: {describe_machine(info)}; load average before {report['load_before'][0]:.2f}, "
+        f"after {report['load_after'][0]:.2f}; {watch.elapsed:.0f} s in all"
+    )
     print("\n".join(report["summary"]))
     write_result(out, report)
     png = os.path.splitext(out)[0] + ".png"

@@ -30,8 +30,11 @@ from labkit.measure.process_memory import MEASURES
 from labkit.measure.result_files import result_path, write_result
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 
-PANELS = (("rss", "RSS (what top shows)"), ("file_backed", "file-backed: the pack's pages, libraries"),
-          ("unique_anonymous", "unique anonymous: the verdict's"))
+PANELS = (
+    ("rss", "RSS (what top shows)"),
+    ("file_backed", "file-backed: the pack's pages, libraries"),
+    ("unique_anonymous", "unique anonymous: the verdict's"),
+)
 
 
 def plot(report: SoakReport, path: str, title: str) -> None:
@@ -84,23 +87,51 @@ def main() -> None:
     sampler = BlockShuffleSampler(len(dataset), block_size=64, window=4, seed=0)
     info = machine_info()
     print(f"Machine: {describe_machine(info)}")
-    print(f"soak: {args.epochs} epochs of {ws.count} images from {ws.pack} ({args.decoder}, {OUTPUT_SIZE}px), "
-          f"batch {args.batch_size}, {args.workers} persistent workers")
-    report = run_soak(dataset, epochs=args.epochs, batch_size=args.batch_size, num_workers=args.workers,
-                      sampler=sampler, progress=True)
+    print(
+        f"soak: {args.epochs} epochs of {ws.count} images from {ws.pack} ({args.decoder}, {OUTPUT_SIZE}px), "
+        f"batch {args.batch_size}, {args.workers} persistent workers"
+    )
+    report = run_soak(
+        dataset,
+        epochs=args.epochs,
+        batch_size=args.batch_size,
+        num_workers=args.workers,
+        sampler=sampler,
+        progress=True,
+    )
     print(report.summary())
     seconds = [e.seconds for e in report.epochs]
     print(f"epoch time: {seconds[0]:.2f} s first, {min(seconds):.2f}-{max(seconds[1:]):.2f} s after")
     cached = resident_fraction(ws.pack)
     pack_mib = os.path.getsize(ws.pack) / 2**20
-    print(f"pack: {pack_mib:.0f} MiB, " + (f"{cached:.0%} of it in the page cache after the run" if cached is not None else
-                                           f"page-cache residency not available on {os_name()}"))
-    write_result(out, {"machine": info, "pack": os.path.relpath(ws.pack), "pack_mib": pack_mib,
-                     "pack_in_page_cache": cached, "images": ws.count,
-                     "decoder": args.decoder, "size": OUTPUT_SIZE, "batch_size": args.batch_size,
-                     "workers": args.workers, **report.to_dict()})
-    plot(report, picture, f"{args.epochs} epochs, {ws.count} images, {args.workers} persistent workers — "
-                          f"{describe_machine(info)}")
+    print(
+        f"pack: {pack_mib:.0f} MiB, "
+        + (
+            f"{cached:.0%} of it in the page cache after the run"
+            if cached is not None
+            else f"page-cache residency not available on {os_name()}"
+        )
+    )
+    write_result(
+        out,
+        {
+            "machine": info,
+            "pack": os.path.relpath(ws.pack),
+            "pack_mib": pack_mib,
+            "pack_in_page_cache": cached,
+            "images": ws.count,
+            "decoder": args.decoder,
+            "size": OUTPUT_SIZE,
+            "batch_size": args.batch_size,
+            "workers": args.workers,
+            **report.to_dict(),
+        },
+    )
+    plot(
+        report,
+        picture,
+        f"{args.epochs} epochs, {ws.count} images, {args.workers} persistent workers — {describe_machine(info)}",
+    )
     print(f"wrote {out} and {picture}")
 
 

@@ -2,10 +2,11 @@
 """`ThreadLoader` (decode threads of the main process, no workers) against `make_loader`'s process workers, on the
 training pipeline: a pack, random-resized crops of 224 with flips decoded by the fastest decoder, batch 64.
 
-Each run is a fresh process with a fresh loader: a warm-up of one batch and those the loader made ahead meanwhile,
-then ``--batches`` batches timed (about two seconds, epoch after epoch); the two loaders alternate, and the ratio is the median of the runs' pairs. ``--small`` adds a 160x120 copy of the photos
-(every crop an upscale, so the resize and the Python around each sample weigh most). Threads hold the GIL for the
-Python work of each sample and release it in the decoder: their ratio to processes is what that Python costs.
+Each run is a fresh process with a fresh loader: a warm-up of one batch and those the loader made ahead meanwhile, then
+``--batches`` batches timed (about two seconds, epoch after epoch); the two loaders alternate, and the ratio is the
+median of the runs' pairs. ``--small`` adds a 160x120 copy of the photos (every crop an upscale, so the resize and the
+Python around each sample weigh most). Threads hold the GIL for the Python work of each sample and release it in the
+decoder: their ratio to processes is what that Python costs.
 
     python benchmarks/threads_vs_processes.py --small            # the kit's 800x600 photos, made if missing
     LABKIT_QUICK=1 python benchmarks/threads_vs_processes.py --runs 2
@@ -42,9 +43,18 @@ def one_run(pack: str, loader: str, batches: int) -> float:
     from labkit.workers.thread_loader import ThreadLoader
 
     dataset = PackedDataset(pack, crop=RandomResizedCrop(224, seed=0))
-    made = (ThreadLoader(dataset, batch_size=64, pin_memory=False) if loader == "threads"
-            else make_loader(dataset, batch_size=64, num_workers=cpu_budget(main_process_steps=False).workers_per_rank,
-                             seed=0, pin_memory=False))
+    made = (
+        ThreadLoader(dataset, batch_size=64, pin_memory=False)
+        if loader == "threads"
+        else make_loader(
+            dataset,
+            batch_size=64,
+            num_workers=cpu_budget(main_process_steps=False).workers_per_rank,
+            seed=0,
+            pin_memory=False,
+        )
+    )
+
     def endless() -> Iterator[Any]:  # epoch after epoch: a short set must not end a run early
         while True:
             yield from made
@@ -66,8 +76,12 @@ def main() -> None:
     parser.add_argument("--data", default=None, help="an ImageFolder (only read); default: the kit's photos")
     parser.add_argument("--small", action="store_true", help="also a 160x120 set")
     parser.add_argument("--runs", type=int, default=5, help="alternating runs of each loader; medians")
-    parser.add_argument("--batches", type=int, default=None,
-                        help="timed batches per run (default: 16 at 800x600, 80 at 160x120, about 2 s each; 4 quick)")
+    parser.add_argument(
+        "--batches",
+        type=int,
+        default=None,
+        help="timed batches per run (default: 16 at 800x600, 80 at 160x120, about 2 s each; 4 quick)",
+    )
     parser.add_argument("--json", default=None)
     parser.add_argument("--one", nargs=3, metavar=("PACK", "LOADER", "BATCHES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -87,8 +101,12 @@ def main() -> None:
         for name, pack in sets.items():
             for loader in LOADERS:
                 batches = args.batches or (4 if quick else per_set[name])
-                done = subprocess.run([sys.executable, __file__, "--one", pack, loader, str(batches)],
-                                      capture_output=True, text=True, check=True)
+                done = subprocess.run(
+                    [sys.executable, __file__, "--one", pack, loader, str(batches)],
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                )
                 rate = float(done.stdout.strip().splitlines()[-1])
                 rates[name][loader].append(rate)
                 print(f"run {run + 1}/{args.runs}: {name} {loader:<9} {rate:7.1f} images/s", flush=True)
@@ -99,8 +117,10 @@ def main() -> None:
     for name, by_loader in rates.items():
         pairs = [t / p for t, p in zip(by_loader["threads"], by_loader["processes"])]
         ratios[name] = pairs
-        print(f"  {name}: threads {median(by_loader['threads']):.1f}, processes {median(by_loader['processes']):.1f} "
-              f"images/s; threads / processes median {median(pairs):.2f}x ({', '.join(f'{r:.2f}' for r in pairs)})")
+        print(
+            f"  {name}: threads {median(by_loader['threads']):.1f}, processes {median(by_loader['processes']):.1f} "
+            f"images/s; threads / processes median {median(pairs):.2f}x ({', '.join(f'{r:.2f}' for r in pairs)})"
+        )
     out = result_path("threads_vs_processes", quick, args.json)
     write_result(out, {"machine": info, "batches": timed, "images_per_s": rates, "threads_over_processes": ratios})
     print(f"wrote {out}")

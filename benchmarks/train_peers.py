@@ -53,8 +53,9 @@ def write_beton(folder: str, out: str, workers: int) -> str:
 
     if os.path.exists(out):
         os.remove(out)
-    writer = DatasetWriter(out, {"image": RGBImageField(write_mode="jpg", jpeg_quality=90), "label": IntField()},
-                           num_workers=workers)
+    writer = DatasetWriter(
+        out, {"image": RGBImageField(write_mode="jpg", jpeg_quality=90), "label": IntField()}, num_workers=workers
+    )
     writer.from_indexed_dataset(_FolderImages(folder))
     return out
 
@@ -64,11 +65,23 @@ def ffcv_loader(beton: str, batch: int, workers: int, size: int) -> Any:
     from ffcv.loader import Loader, OrderOption
     from ffcv.transforms import RandomHorizontalFlip, Squeeze, ToTensor, ToTorchImage
 
-    return Loader(beton, batch_size=batch, num_workers=workers, order=OrderOption.RANDOM, os_cache=True,
-                  drop_last=True, pipelines={
-                      "image": [RandomResizedCropRGBImageDecoder((size, size)), RandomHorizontalFlip(), ToTensor(),
-                                ToTorchImage()],
-                      "label": [IntDecoder(), ToTensor(), Squeeze()]})
+    return Loader(
+        beton,
+        batch_size=batch,
+        num_workers=workers,
+        order=OrderOption.RANDOM,
+        os_cache=True,
+        drop_last=True,
+        pipelines={
+            "image": [
+                RandomResizedCropRGBImageDecoder((size, size)),
+                RandomHorizontalFlip(),
+                ToTensor(),
+                ToTorchImage(),
+            ],
+            "label": [IntDecoder(), ToTensor(), Squeeze()],
+        },
+    )
 
 
 def dali_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -79,16 +92,18 @@ def dali_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[tu
     @pipeline_def(batch_size=batch, num_threads=workers, device_id=None, prefetch_queue_depth=2)
     def train() -> Any:
         jpegs, labels = fn.readers.file(file_root=folder, random_shuffle=True, name="reader")
-        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
-                                               random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3])
+        images = fn.decoders.image_random_crop(
+            jpegs, device="cpu", output_type=types.RGB, random_area=[0.08, 1.0], random_aspect_ratio=[3 / 4, 4 / 3]
+        )
         images = fn.resize(images, resize_x=size, resize_y=size, antialias=True)
         images = fn.flip(images, horizontal=fn.random.coin_flip())
         return fn.transpose(images, perm=[2, 0, 1]), labels
 
     pipeline = train()
     pipeline.build()
-    for batch_dict in DALIGenericIterator(pipeline, ["image", "label"], reader_name="reader",
-                                          last_batch_policy=LastBatchPolicy.DROP):
+    for batch_dict in DALIGenericIterator(
+        pipeline, ["image", "label"], reader_name="reader", last_batch_policy=LastBatchPolicy.DROP
+    ):
         yield batch_dict[0]["image"], batch_dict[0]["label"].squeeze(-1)
 
 
@@ -116,8 +131,15 @@ def spdl_loader(folder: str, batch: int, workers: int, size: int) -> Iterator[tu
         images = spdl.io.to_torch(spdl.io.convert_frames([frames for frames, _ in loaded]))
         return images.permute(0, 3, 1, 2), torch.tensor([label for _, label in loaded])
 
-    pipeline = (PipelineBuilder().add_source(items).pipe(load, concurrency=workers, output_order="completion")
-                .aggregate(batch, drop_last=True).pipe(collate).add_sink(2).build(num_threads=workers))
+    pipeline = (
+        PipelineBuilder()
+        .add_source(items)
+        .pipe(load, concurrency=workers, output_order="completion")
+        .aggregate(batch, drop_last=True)
+        .pipe(collate)
+        .add_sink(2)
+        .build(num_threads=workers)
+    )
     with pipeline.auto_stop():
         yield from pipeline.get_iterator(timeout=600)
 
@@ -134,8 +156,15 @@ def write_litdata(folder: str, out: str, workers: int) -> str:
     if os.path.isdir(out):
         shutil.rmtree(out)
     # optimize() would switch the whole process to spawn; the other contenders keep this one's start method
-    litdata.optimize(fn=_file_bytes, inputs=samples(folder), output_dir=out, chunk_bytes="64MB",
-                     num_workers=workers, start_method=multiprocessing.get_start_method(), verbose=False)
+    litdata.optimize(
+        fn=_file_bytes,
+        inputs=samples(folder),
+        output_dir=out,
+        chunk_bytes="64MB",
+        num_workers=workers,
+        start_method=multiprocessing.get_start_method(),
+        verbose=False,
+    )
     return out
 
 

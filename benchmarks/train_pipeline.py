@@ -25,11 +25,11 @@ photo-like 800x600 JPEGs; ``--small`` adds a 160x120 set, where every crop is an
   LitData): WebDataset and MosaicML Streaming with the torchvision training transform in their workers, FFCV,
   DALI, SPDL and LitData with their own training pipelines (SPDL's a pool of threads: the thread pipeline
   labkit's ``ThreadLoader`` answers); one that does not import is reported with the exact error.
-Runs alternate between contenders; each run is a fresh process (a peer's threads cannot outlive its run) with a
-fresh loader, one warm-up batch, then ``--batches`` batches; the median of ``--runs`` is reported with each ratio and its verdict (`labkit.measure.verdict`).
-Before the loaders, one process times each step per image on one core (`decode_floor`): what a full decode,
-a 1/8-scale decode, the baseline and the crop-in-decode cost, which bounds what any DCT-scaled decode can
-gain here. JSON and PNG go to benchmarks/results/.
+Runs alternate between contenders; each run is a fresh process (a peer's threads cannot outlive its run) with a fresh
+loader, one warm-up batch, then ``--batches`` batches; the median of ``--runs`` is reported with each ratio and its
+verdict (`labkit.measure.verdict`). Before the loaders, one process times each step per image on one core
+(`decode_floor`): what a full decode, a 1/8-scale decode, the baseline and the crop-in-decode cost, which bounds what
+any DCT-scaled decode can gain here. JSON and PNG go to benchmarks/results/.
 """
 
 from __future__ import annotations
@@ -90,8 +90,9 @@ def training_transform() -> Callable[[Any], torch.Tensor]:
 def torchvision_loader(folder: str, workers: int) -> DataLoader:
     from torchvision.datasets import ImageFolder
 
-    return DataLoader(ImageFolder(folder, transform=training_transform()), batch_size=BATCH, shuffle=True,
-                      num_workers=workers)
+    return DataLoader(
+        ImageFolder(folder, transform=training_transform()), batch_size=BATCH, shuffle=True, num_workers=workers
+    )
 
 
 class DecodeJpegFolder:
@@ -188,19 +189,25 @@ def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> dict[str, f
         img.draft("RGB", (max(1, img.size[0] // 8), max(1, img.size[1] // 8)))
         img.load()
 
-    steps = {"full decode (PIL)": full, "full decode (decode_jpeg)": lambda i, data: decode_jpeg(tensors[i]),
-             "full decode (simplejpeg)": lambda i, data: simplejpeg.decode_jpeg(data, "RGB"),
-             "1/8-scale decode (PIL draft)": eighth,
-             "torchvision baseline": lambda i, data: baseline(Image.open(BytesIO(data)).convert("RGB")),
-             "decode_jpeg + v2.RandomResizedCrop": lambda i, data: careful(decode_jpeg(tensors[i],
-                                                                                       mode=ImageReadMode.RGB)),
-             **{f"labkit crop-in-decode ({name})": (lambda i, data, name=name: crop.decode(data, i, decoder=name))
-                for name, info in DECODERS.items() if info.crops_in_decode}}
+    steps = {
+        "full decode (PIL)": full,
+        "full decode (decode_jpeg)": lambda i, data: decode_jpeg(tensors[i]),
+        "full decode (simplejpeg)": lambda i, data: simplejpeg.decode_jpeg(data, "RGB"),
+        "1/8-scale decode (PIL draft)": eighth,
+        "torchvision baseline": lambda i, data: baseline(Image.open(BytesIO(data)).convert("RGB")),
+        "decode_jpeg + v2.RandomResizedCrop": lambda i, data: careful(decode_jpeg(tensors[i], mode=ImageReadMode.RGB)),
+        **{
+            f"labkit crop-in-decode ({name})": (lambda i, data, name=name: crop.decode(data, i, decoder=name))
+            for name, info in DECODERS.items()
+            if info.crops_in_decode
+        },
+    }
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         ms = {}
         for name, step in steps.items():
+
             def one_pass(step: Callable[[int, bytes], Any] = step) -> None:
                 for i, data in enumerate(blobs):
                     step(i, data)
@@ -209,8 +216,11 @@ def decode_floor(folder: str, count: int = 100, repeats: int = 3) -> dict[str, f
     finally:
         torch.set_num_threads(threads)
     scales = [dct_scale(crop.draw(*displayed_hw(open_image(data)), i), crop.output_hw) for i, data in enumerate(blobs)]
-    return {"ms_per_image": ms, "dct_scale_share": {f"1/{s}": scales.count(s) / len(scales) for s in sorted(set(scales))},
-            "images": len(blobs)}
+    return {
+        "ms_per_image": ms,
+        "dct_scale_share": {f"1/{s}": scales.count(s) / len(scales) for s in sorted(set(scales))},
+        "images": len(blobs),
+    }
 
 
 def labkit_loader(dataset: Any, workers: int) -> Any:
@@ -267,8 +277,9 @@ def peer_status() -> dict[str, str]:
     return found
 
 
-def contenders(folder: str, pack: str, decoded: str, workers: int,
-               stores: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+def contenders(
+    folder: str, pack: str, decoded: str, workers: int, stores: dict[str, Any]
+) -> dict[str, Callable[[], Any]]:
     """Every contender's loader factory, by name."""
     crop, fastest = RandomResizedCrop(OUT), ENGINE
     found: dict[str, Callable[[], Any]] = {
@@ -279,29 +290,52 @@ def contenders(folder: str, pack: str, decoded: str, workers: int,
         "labkit pack slots": lambda: slot_loader(PackedDataset(pack, fastest, crop=crop), workers),
         "labkit pack threads": lambda: thread_loader(PackedDataset(pack, fastest, crop=crop), workers),
         "labkit pack pil-reduced": lambda: labkit_loader(PackedDataset(pack, "pil-reduced", crop=crop), workers),
-        **({"labkit pack turbojpeg": lambda: labkit_loader(PackedDataset(pack, "turbojpeg", crop=crop), workers)}
-           if "turbojpeg" in DECODERS else {}),
-        **({"labkit pack torchcodec": lambda: labkit_loader(PackedDataset(pack, "torchcodec", crop=crop), workers)}
-           if "torchcodec" in DECODERS else {}),
-        "workers crop 256->224": lambda: normalised(DataLoader(CropInWorkers(decoded), batch_size=BATCH,
-                                                               shuffle=True, num_workers=workers)),
-        "device crop 256->224": lambda: device_cropped(DataLoader(DecodedArrayDataset(decoded), batch_size=BATCH,
-                                                                  shuffle=True, num_workers=workers,
-                                                                  collate_fn=stack_uint8)),
+        **(
+            {"labkit pack turbojpeg": lambda: labkit_loader(PackedDataset(pack, "turbojpeg", crop=crop), workers)}
+            if "turbojpeg" in DECODERS
+            else {}
+        ),
+        **(
+            {"labkit pack torchcodec": lambda: labkit_loader(PackedDataset(pack, "torchcodec", crop=crop), workers)}
+            if "torchcodec" in DECODERS
+            else {}
+        ),
+        "workers crop 256->224": lambda: normalised(
+            DataLoader(CropInWorkers(decoded), batch_size=BATCH, shuffle=True, num_workers=workers)
+        ),
+        "device crop 256->224": lambda: device_cropped(
+            DataLoader(
+                DecodedArrayDataset(decoded),
+                batch_size=BATCH,
+                shuffle=True,
+                num_workers=workers,
+                collate_fn=stack_uint8,
+            )
+        ),
     }
-    found.update({name: (lambda name=name, store=store: peer_loader(name, store, workers))
-                  for name, store in stores.items()})
+    found.update(
+        {name: (lambda name=name, store=store: peer_loader(name, store, workers)) for name, store in stores.items()}
+    )
     return found
 
 
-def isolated_run(name: str, folder: str, pack: str, decoded: str, workers: int, batches: int,
-                 stores: dict[str, Any]) -> float:
+def isolated_run(
+    name: str, folder: str, pack: str, decoded: str, workers: int, batches: int, stores: dict[str, Any]
+) -> float:
     """images/s of one run of contender ``name`` in a fresh process: threads a peer leaves behind (FFCV's and
     DALI's pipelines run in threads of the process that made them) cannot slow the contenders after it."""
-    job = {"name": name, "folder": folder, "pack": pack, "decoded": decoded, "workers": workers, "batches": batches,
-           "stores": stores}
-    done = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", json.dumps(job)],
-                          capture_output=True, text=True)
+    job = {
+        "name": name,
+        "folder": folder,
+        "pack": pack,
+        "decoded": decoded,
+        "workers": workers,
+        "batches": batches,
+        "stores": stores,
+    }
+    done = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--one", json.dumps(job)], capture_output=True, text=True
+    )
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         raise SystemExit(f"{name} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -314,8 +348,7 @@ def run_one(job: dict[str, Any]) -> None:
     print(json.dumps({"images_per_s": timed_run(make, job["batches"])}), flush=True)
 
 
-def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs: int,
-            batches: int) -> dict[str, Any]:
+def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs: int, batches: int) -> dict[str, Any]:
     stores = write_peer_stores(folder, workers)
     names = list(contenders(folder, pack, decoded, workers, stores))
     rates: dict[str, list[float]] = {name: [] for name in names}
@@ -329,24 +362,44 @@ def run_set(label: str, folder: str, pack: str, decoded: str, workers: int, runs
     median = {k: statistics.median(v) for k, v in rates.items()}
     peers = [k for k in median if k in PEERS]
     ours = max(LABKIT, key=median.get)
-    verdicts = [judge(f"labkit's fastest ({ours}) against the tutorial baseline", rates["torchvision"], rates[ours],
-                      goal=2.5),
-                judge(f"labkit's fastest ({ours}) against decode_jpeg + v2.RandomResizedCrop",
-                      rates["torchvision decode_jpeg"], rates[ours], goal=1.3),
-                judge("the batch engine (simplejpeg) against the previous engine (pil-reduced), both packs in a "
-                      "DataLoader", rates["labkit pack pil-reduced"], rates["labkit pack"]),
-                judge("device crop faster than workers crop", rates["workers crop 256->224"],
-                      rates["device crop 256->224"])]
+    verdicts = [
+        judge(f"labkit's fastest ({ours}) against the tutorial baseline", rates["torchvision"], rates[ours], goal=2.5),
+        judge(
+            f"labkit's fastest ({ours}) against decode_jpeg + v2.RandomResizedCrop",
+            rates["torchvision decode_jpeg"],
+            rates[ours],
+            goal=1.3,
+        ),
+        judge(
+            "the batch engine (simplejpeg) against the previous engine (pil-reduced), both packs in a DataLoader",
+            rates["labkit pack pil-reduced"],
+            rates["labkit pack"],
+        ),
+        judge("device crop faster than workers crop", rates["workers crop 256->224"], rates["device crop 256->224"]),
+    ]
     if peers:
         best = max(peers, key=median.get)
-        verdicts.insert(2, judge(f"labkit's fastest ({ours}) against the best peer ({best})", rates[best],
-                                 rates[ours], min_effect=0.0, goal=1.0))
+        verdicts.insert(
+            2,
+            judge(
+                f"labkit's fastest ({ours}) against the best peer ({best})",
+                rates[best],
+                rates[ours],
+                min_effect=0.0,
+                goal=1.0,
+            ),
+        )
     floor = decode_floor(folder)
     bare = floor["ms_per_image"][f"labkit crop-in-decode ({ENGINE})"]
     overhead = workers * 1000 / median[ours] - bare  # core-milliseconds a loaded image costs beyond its own decode
-    return {"images_per_s": rates, "median_images_per_s": median, "floor": floor,
-            "per_image_overhead_ms": overhead, "fastest": ours,
-            "verdicts": [str(v) for v in verdicts]}
+    return {
+        "images_per_s": rates,
+        "median_images_per_s": median,
+        "floor": floor,
+        "per_image_overhead_ms": overhead,
+        "fastest": ours,
+        "verdicts": [str(v) for v in verdicts],
+    }
 
 
 def plot(results: dict[str, Any], path: str) -> None:
@@ -375,8 +428,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--runs", type=int, default=None)
     parser.add_argument("--batches", type=int, default=None)
     parser.add_argument("--json", default=None)
-    parser.add_argument("--install-peers", action="store_true",
-                        help="first install FFCV, DALI, LitData, WebDataset and MDS (scripts/install_peers.sh)")
+    parser.add_argument(
+        "--install-peers",
+        action="store_true",
+        help="first install FFCV, DALI, LitData, WebDataset and MDS (scripts/install_peers.sh)",
+    )
     parser.add_argument("--one", default=None, help=argparse.SUPPRESS)  # a child of isolated_run
     args = parser.parse_args(argv)
     if args.one:
@@ -384,8 +440,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.install_peers:
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         venv = os.path.dirname(os.path.dirname(sys.executable))
-        subprocess.run(["bash", os.path.join(root, "scripts", "install_peers.sh")], check=True,
-                       env={**os.environ, "VENV": venv})
+        subprocess.run(
+            ["bash", os.path.join(root, "scripts", "install_peers.sh")], check=True, env={**os.environ, "VENV": venv}
+        )
     quick = args.quick or quick_mode()
     out = result_path("train_pipeline", quick, args.json)
     runs, batches = args.runs or (2 if quick else 5), args.batches or (2 if quick else 20)
@@ -400,11 +457,21 @@ def main(argv: list[str] | None = None) -> None:
         small = prepare(folder, quick=True, progress=False, recheck=False)
         sets[f"{small.count} photos of 160x120"] = (small.folder, small.pack, small.decoded_pack)
     info = machine_info()
-    results: dict[str, Any] = {"machine": info, "workers": workers, "batch": BATCH, "output": OUT, "runs": runs,
-                               "batches": batches, "sets": {}, "peers": peer_status()}
+    results: dict[str, Any] = {
+        "machine": info,
+        "workers": workers,
+        "batch": BATCH,
+        "output": OUT,
+        "runs": runs,
+        "batches": batches,
+        "sets": {},
+        "peers": peer_status(),
+    }
     print(f"Machine: {describe_machine(info)}")
-    print(f"RandomResizedCrop({OUT}) + flip, batch {BATCH}, {workers} workers, median of {runs} alternating runs "
-          f"of {batches} batches")
+    print(
+        f"RandomResizedCrop({OUT}) + flip, batch {BATCH}, {workers} workers, median of {runs} alternating runs "
+        f"of {batches} batches"
+    )
     for label, (folder, pack, decoded) in sets.items():
         results["sets"][label] = measured = run_set(label, folder, pack, decoded, workers, runs, batches)
         print(label)
@@ -414,14 +481,20 @@ def main(argv: list[str] | None = None) -> None:
         for verdict in measured["verdicts"]:
             print(f"  {verdict}")
         floor = measured["floor"]
-        print(f"  one core, ms per image over {floor['images']} files: " +
-              ", ".join(f"{k} {v:.2f}" for k, v in floor["ms_per_image"].items()))
+        print(
+            f"  one core, ms per image over {floor['images']} files: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in floor["ms_per_image"].items())
+        )
         ms = floor["ms_per_image"]
-        print(f"  a 1/8-scale decode still costs {ms['1/8-scale decode (PIL draft)'] / ms['full decode (PIL)']:.0%} of "
-              f"a full one; boxes per DCT scale: " +
-              ", ".join(f"{k} {v:.0%}" for k, v in floor["dct_scale_share"].items()))
-        print(f"  {measured['fastest']}: {measured['per_image_overhead_ms']:.2f} ms of core time per image beyond the "
-              f"bare crop-in-decode on one core (the goal is under {OVERHEAD_GOAL_MS} ms on 160x120)")
+        print(
+            f"  a 1/8-scale decode still costs {ms['1/8-scale decode (PIL draft)'] / ms['full decode (PIL)']:.0%} of "
+            f"a full one; boxes per DCT scale: "
+            + ", ".join(f"{k} {v:.0%}" for k, v in floor["dct_scale_share"].items())
+        )
+        print(
+            f"  {measured['fastest']}: {measured['per_image_overhead_ms']:.2f} ms of core time per image beyond the "
+            f"bare crop-in-decode on one core (the goal is under {OVERHEAD_GOAL_MS} ms on 160x120)"
+        )
     for name, status in results["peers"].items():
         print(f"  peer {name}: {status}")
     write_result(out, results)

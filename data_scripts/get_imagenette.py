@@ -7,6 +7,7 @@
 Without internet, every lab works on `labkit data` (made offline) or on any ImageFolder
 tree you already have; this script then explains how to point the kit at it.
 """
+
 import argparse
 import os
 import sys

@@ -7,6 +7,7 @@
 
 Same as `labkit data`; every option is listed by `--help`.
 """
+
 import sys
 
 from labkit.tools.cli import main

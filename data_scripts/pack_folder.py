@@ -6,6 +6,7 @@
 
 Same as `labkit pack SRC DST [options]` followed by `labkit verify DST`.
 """
+
 import sys
 
 from labkit.tools.cli import build_parser, main

@@ -49,9 +49,17 @@ def open_images(path: str, crop: Any, decoder: str | None) -> Any:
 
 def tiny_net(classes: int) -> nn.Module:
     """A small CNN that trains in seconds on a CPU; pass --model resnet18 for a real one."""
-    return nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
-                         nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
-                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, classes))
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, stride=2, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Conv2d(16, 32, 3, stride=2, padding=1),
+        nn.BatchNorm2d(32),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(32, classes),
+    )
 
 
 def build_model(name: str, classes: int) -> nn.Module:
@@ -68,7 +76,10 @@ def precision(choice: str, device: torch.device) -> tuple[torch.dtype | None, st
         return None, "off (--amp off)"
     if choice == "auto":
         if device.type != "cuda":
-            return None, "off: on a CPU, bf16 autocast is slower than float32 without AMX/AVX512-BF16; --amp bf16 forces it"
+            return (
+                None,
+                "off: on a CPU, bf16 autocast is slower than float32 without AMX/AVX512-BF16; --amp bf16 forces it",
+            )
         choice = "bf16" if torch.cuda.is_bf16_supported() else "fp16"
     dtype = torch.bfloat16 if choice == "bf16" else torch.float16
     if dtype is torch.float16 and device.type != "cuda":
@@ -105,8 +116,7 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
 
     train_set = open_images(args.data, RandomResizedCrop(args.size, seed=args.seed), args.decoder)
     if distributed:
-        sampler: Any = DistributedBlockSampler(train_set, num_replicas=world, rank=rank, seed=args.seed,
-                                               drop_last=True)
+        sampler: Any = DistributedBlockSampler(train_set, num_replicas=world, rank=rank, seed=args.seed, drop_last=True)
     else:
         sampler = RandomPermutationSampler(train_set, seed=args.seed)
     loader = make_loader(train_set, batch_size=args.batch, sampler=sampler, num_workers=args.workers, drop_last=True)
@@ -115,8 +125,11 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     model = build_model(args.model, len(train_set.classes)).to(device)
     if device.type == "cuda":
         model = model.to(memory_format=torch.channels_last)
-    net = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None) \
-        if distributed else model
+    net = (
+        nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        if distributed
+        else model
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-5)
     dtype, amp_note = precision(args.amp, device)
     scaler = torch.amp.GradScaler(device.type, enabled=dtype is torch.float16)
@@ -129,14 +142,24 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
         batches.load_state_dict(state["data"])
         step = state["step"]
         say(f"resumed from {args.checkpoint} at epoch {loader.epoch}, step {step}", flush=True)
-    say(f"{len(train_set)} training images, {world} rank(s) on {device}, {loader.num_workers} workers each, "
-        f"precision: {amp_note}", flush=True)
+    say(
+        f"{len(train_set)} training images, {world} rank(s) on {device}, {loader.num_workers} workers each, "
+        f"precision: {amp_note}",
+        flush=True,
+    )
 
     def checkpoint() -> None:
         if rank == 0:
-            save_checkpoint({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                             "scaler": scaler.state_dict(), "data": batches.state_dict(), "step": step},
-                            args.checkpoint)
+            save_checkpoint(
+                {
+                    "model": model.state_dict(),
+                    "optimizer": optimizer.state_dict(),
+                    "scaler": scaler.state_dict(),
+                    "data": batches.state_dict(),
+                    "step": step,
+                },
+                args.checkpoint,
+            )
             print(f"checkpoint at step {step}", flush=True)
 
     loss_fn = nn.CrossEntropyLoss()
@@ -159,10 +182,16 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     result: dict[str, Any] = {"step": step}
     if args.val:
         val_set = open_images(args.val, CenterCrop(args.size, resize=round(args.size * 256 / 224)), args.decoder)
-        val_order = DistributedBlockSampler(val_set, num_replicas=world, rank=rank, drop_last=False) \
-            if distributed else None
-        val_loader = make_loader(val_set, batch_size=args.batch, shuffle=False if val_order is None else None,
-                                 sampler=val_order, num_workers=args.workers)
+        val_order = (
+            DistributedBlockSampler(val_set, num_replicas=world, rank=rank, drop_last=False) if distributed else None
+        )
+        val_loader = make_loader(
+            val_set,
+            batch_size=args.batch,
+            shuffle=False if val_order is None else None,
+            sampler=val_order,
+            num_workers=args.workers,
+        )
         counts = torch.tensor(evaluate(model, val_loader, device, dtype), device=device)
         if distributed:
             dist.all_reduce(counts)

@@ -1,4 +1,5 @@
 """`python -m labkit` is the `labkit` command."""
+
 from labkit.tools.cli import run
 
 run()

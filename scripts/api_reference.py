@@ -40,8 +40,9 @@ def _signature(obj: Any) -> str:
 def _homes() -> dict[str, str]:
     """name -> the module labkit/__init__.py finds it in (read from its source: the face is lazy)."""
     tree = ast.parse(open(os.path.join(ROOT, "labkit", "__init__.py"), encoding="utf-8").read())
-    call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
-                and getattr(node.func, "id", "") == "lazy_exports")
+    call = next(
+        node for node in ast.walk(tree) if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "lazy_exports"
+    )
     return ast.literal_eval(call.args[1])
 
 
@@ -77,10 +78,14 @@ def reference() -> str:
         module = homes[name]
         layer = module.split(".")[1]
         by_layer[layer].append((name, obj, module))
-    out = ["# API reference", "",
-           f"Every name `from labkit import ...` offers (torch-labkit {labkit.__version__}), by the layer it lives in,",
-           "written from the docstrings by `scripts/api_reference.py` (CI checks that it is current). What each",
-           "module guarantees, and the modules behind these names: [modules.md](modules.md).", ""]
+    out = [
+        "# API reference",
+        "",
+        f"Every name `from labkit import ...` offers (torch-labkit {labkit.__version__}), by the layer it lives in,",
+        "written from the docstrings by `scripts/api_reference.py` (CI checks that it is current). What each",
+        "module guarantees, and the modules behind these names: [modules.md](modules.md).",
+        "",
+    ]
     for layer in LAYERS:
         if not by_layer[layer]:
             continue
@@ -88,8 +93,12 @@ def reference() -> str:
         for name, obj, module in sorted(by_layer[layer], key=lambda item: item[0].lower()):
             kind = "class" if inspect.isclass(obj) else "function" if callable(obj) else "value"
             signature = _signature(obj) if kind != "value" else ""
-            out += [f"### `{name}{signature}`", "", f"*{kind} in `{module}`*" if kind != "value" else
-                    f"*{type(obj).__name__} in `{module}`*", ""]
+            out += [
+                f"### `{name}{signature}`",
+                "",
+                f"*{kind} in `{module}`*" if kind != "value" else f"*{type(obj).__name__} in `{module}`*",
+                "",
+            ]
             if kind != "value":
                 out += [_doc(obj), ""]
             if inspect.isclass(obj) and not issubclass(obj, BaseException):
@@ -107,8 +116,10 @@ def main(argv: list[str]) -> int:
     if args.check:
         current = open(TARGET, encoding="utf-8").read() if os.path.exists(TARGET) else ""
         if current != text:
-            print(f"{os.path.relpath(TARGET, ROOT)} is not what the docstrings say: run python scripts/api_reference.py",
-                  file=sys.stderr)
+            print(
+                f"{os.path.relpath(TARGET, ROOT)} is not what the docstrings say: run python scripts/api_reference.py",
+                file=sys.stderr,
+            )
             return 1
         return 0
     with open(TARGET, "w", encoding="utf-8") as f:

@@ -45,8 +45,9 @@ def _save(fig, name: str) -> str:
 def _checked(path: str) -> str:
     size = os.path.getsize(path)
     if size > MAX_BYTES:
-        raise SystemExit(f"{os.path.relpath(path, ROOT)} is {size} bytes, over the README's {MAX_BYTES}: "
-                         "make the figure smaller")
+        raise SystemExit(
+            f"{os.path.relpath(path, ROOT)} is {size} bytes, over the README's {MAX_BYTES}: make the figure smaller"
+        )
     print(f"wrote {os.path.relpath(path, ROOT)} ({size // 1024} KB)")
     return path
 
@@ -54,8 +55,9 @@ def _checked(path: str) -> str:
 def ablation_chart() -> str:
     runs = reference_runs()
     if not runs:
-        raise SystemExit(f"no ablation_*.json in {results_folder() or 'benchmarks/results'}: "
-                         "run labkit ablation --json")
+        raise SystemExit(
+            f"no ablation_*.json in {results_folder() or 'benchmarks/results'}: run labkit ablation --json"
+        )
     fig, ax = plt.subplots(figsize=(8, 3.4))
     plot_speedups(runs, ax=ax)
     ax.set_title("The ablation: each version's images/s over v1 (benchmarks/results)", fontsize=10)
@@ -76,11 +78,13 @@ def loader_panel_screenshot() -> str:
     if os.path.exists(path):
         os.remove(path)  # a skipped test must not leave an old picture looking new
     test = "tests/browser/test_panels.py::test_loader_panel_runs_what_its_slider_says"
-    done = subprocess.run([sys.executable, "-m", "pytest", test, "-q", "-rs", "-p", "no:cacheprovider"], cwd=ROOT,
-                          env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", test, "-q", "-rs", "-p", "no:cacheprovider"], cwd=ROOT, env=env
+    )
     if done.returncode != 0 or not os.path.exists(path):
-        raise SystemExit(f"the browser test failed or was skipped (exit {done.returncode}): "
-                         "no screenshot of the LoaderPanel")
+        raise SystemExit(
+            f"the browser test failed or was skipped (exit {done.returncode}): no screenshot of the LoaderPanel"
+        )
     return _checked(path)
 
 

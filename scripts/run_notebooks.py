@@ -33,8 +33,19 @@ multiprocessing.set_start_method({method!r}, force=True)
 
 def run(notebook: str, out_dir: str, env: dict, timeout_s: int) -> str | None:
     """Execute ``notebook`` into ``out_dir``; None if it ran through, else the tail of the error."""
-    command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-               f"--ExecutePreprocessor.timeout={timeout_s}", "--output-dir", out_dir, notebook]
+    command = [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "nbconvert",
+        "--to",
+        "notebook",
+        "--execute",
+        f"--ExecutePreprocessor.timeout={timeout_s}",
+        "--output-dir",
+        out_dir,
+        notebook,
+    ]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode == 0:
         return None
@@ -50,8 +61,10 @@ def slowest_cells(executed: str, count: int) -> list[tuple[float, int, str]]:
     for number, cell in enumerate(cells):
         stamps = cell.get("metadata", {}).get("execution", {})
         if cell["cell_type"] == "code" and "iopub.execute_input" in stamps and "shell.execute_reply" in stamps:
-            seconds = (datetime.fromisoformat(stamps["shell.execute_reply"].rstrip("Z"))
-                       - datetime.fromisoformat(stamps["iopub.execute_input"].rstrip("Z"))).total_seconds()
+            seconds = (
+                datetime.fromisoformat(stamps["shell.execute_reply"].rstrip("Z"))
+                - datetime.fromisoformat(stamps["iopub.execute_input"].rstrip("Z"))
+            ).total_seconds()
             first = next((line for line in "".join(cell["source"]).splitlines() if line.strip()), "")
             timed.append((seconds, number, first[:70]))
     return sorted(timed, reverse=True)[:count]
@@ -60,8 +73,12 @@ def slowest_cells(executed: str, count: int) -> list[tuple[float, int, str]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="+")
-    parser.add_argument("--start-method", choices=["fork", "spawn", "forkserver"], default=None,
-                        help="the start method every process uses (default: the platform's)")
+    parser.add_argument(
+        "--start-method",
+        choices=["fork", "spawn", "forkserver"],
+        default=None,
+        help="the start method every process uses (default: the platform's)",
+    )
     parser.add_argument("--timeout", type=int, default=600, help="seconds a cell may run (default 600)")
     parser.add_argument("--slowest", type=int, default=3, help="how many of each notebook's slowest cells to list")
     args = parser.parse_args(argv)
@@ -80,8 +97,11 @@ def main(argv: list[str] | None = None) -> int:
             error = run(notebook, scratch, env, args.timeout)
             seconds = time.monotonic() - start
             failed += error is not None
-            print(f"{os.path.basename(notebook):<32} {seconds:6.1f} s  {'ok' if error is None else 'FAILED'}"
-                  + (f"\n    {error}" if error else ""), flush=True)
+            print(
+                f"{os.path.basename(notebook):<32} {seconds:6.1f} s  {'ok' if error is None else 'FAILED'}"
+                + (f"\n    {error}" if error else ""),
+                flush=True,
+            )
             executed = os.path.join(scratch, os.path.basename(notebook))
             if error is None and args.slowest and os.path.exists(executed):
                 for cell_s, number, first in slowest_cells(executed, args.slowest):

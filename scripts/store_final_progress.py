@@ -25,13 +25,16 @@ def final_text(model_id: str, states: dict[str, Any]) -> str | None:
     left, bar, right = parts
     share = bar.get("value", 0) / bar["max"] if bar.get("max") else 0
     filled = int(round(10 * share))
-    return f"{html.unescape(left.get('value', ''))}|{'█' * filled}{' ' * (10 - filled)}|{html.unescape(right.get('value', ''))}"
+    before, after = html.unescape(left.get("value", "")), html.unescape(right.get("value", ""))
+    return f"{before}|{'█' * filled}{' ' * (10 - filled)}|{after}"
 
 
 def fix(path: str) -> int:
     with open(path, encoding="utf-8") as f:
         nb = json.load(f)
-    states = nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    states = (
+        nb.get("metadata", {}).get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    )
     changed = 0
     for cell in nb["cells"]:
         for out in cell.get("outputs", []):

@@ -126,7 +126,10 @@ def corrupt_indices(ds, root: str):
 
 
 _SHM = "/dev/shm"
-_SHM_PREFIXES = ("torch_", "psm_")  # torch's file_system strategy; multiprocessing.shared_memory (labkit.workers.staged_pipeline)
+_SHM_PREFIXES = (
+    "torch_",
+    "psm_",
+)  # torch's file_system strategy; multiprocessing.shared_memory (labkit.workers.staged_pipeline)
 
 
 def _others(name: str) -> bool:
@@ -149,9 +152,11 @@ def _open_resources() -> dict[str, list[str]]:
     gc.collect()  # objects that only a reference cycle keeps alive are not leaks
     found: dict[str, list[str]] = {
         "/dev/shm names": sorted(n for n in os.listdir(_SHM) if n.startswith(_SHM_PREFIXES) and not _others(n))
-        if os.path.isdir(_SHM) else [],
-        "labkit temporary files": sorted(n for n in os.listdir(tempfile.gettempdir())
-                                         if n.startswith("labkit-") and not _others(n)),
+        if os.path.isdir(_SHM)
+        else [],
+        "labkit temporary files": sorted(
+            n for n in os.listdir(tempfile.gettempdir()) if n.startswith("labkit-") and not _others(n)
+        ),
     }
     if os.path.isdir("/proc/self/fd"):  # Linux; elsewhere the checks above still run
         fds = []
@@ -182,8 +187,11 @@ def no_leaks():
     alive = multiprocessing.active_children()
     assert not alive, f"worker processes still running after the test: {[p.pid for p in alive]}"
     after = _open_resources()
-    grown = {kind: sorted((Counter(after[kind]) - Counter(before[kind])).elements()) for kind in after
-             if len(after[kind]) > len(before[kind])}
+    grown = {
+        kind: sorted((Counter(after[kind]) - Counter(before[kind])).elements())
+        for kind in after
+        if len(after[kind]) > len(before[kind])
+    }
     assert not grown, f"left behind: {grown}"
 
 
@@ -198,11 +206,14 @@ def small_disk(tmp_path):
     def mount(size: int) -> str:
         folder = tmp_path / f"disk{len(mounted)}"
         folder.mkdir()
-        done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)],
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(folder)], capture_output=True, text=True
+        )
         if done.returncode:
-            pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip() or 'mount failed'}): the full-disk "
-                        "cases need root")
+            pytest.skip(
+                f"cannot mount a small tmpfs here ({done.stderr.strip() or 'mount failed'}): the full-disk "
+                "cases need root"
+            )
         mounted.append(folder)
         return str(folder)
 

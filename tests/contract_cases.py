@@ -17,8 +17,14 @@ class Named(Dataset):
         return self.n
 
     def __getitem__(self, i):
-        return {"x": torch.full((2,), float(i)), "y": int(i), "name": f"s{i}", "key": self.names[str(i)],
-                "repr": repr(i), "type": type(i).__name__}
+        return {
+            "x": torch.full((2,), float(i)),
+            "y": int(i),
+            "name": f"s{i}",
+            "key": self.names[str(i)],
+            "repr": repr(i),
+            "type": type(i).__name__,
+        }
 
 
 class Tuples(Dataset):

@@ -1,10 +1,10 @@
 """A few DDP steps a epoch over uneven pack shards; started under torchrun by tests/datasets/test_iterable.py.
 
-``torchrun --nproc_per_node=2 ddp_uneven_child.py SHARD...`` trains a linear model for two epochs
-on `ShardedIterableDataset` records with 2 DataLoader workers per rank, then all-gathers how
-many steps each rank took; rank 0 prints them in one line (two ranks printing to one pipe can
-interleave): ``rank 0: steps per epoch [...], all ranks [...]``. If one rank had fewer batches, the other would wait for it in an all-reduce
-forever: the test's timeout catches that.
+``torchrun --nproc_per_node=2 ddp_uneven_child.py SHARD...`` trains a linear model for two epochs on
+`ShardedIterableDataset` records with 2 DataLoader workers per rank, then all-gathers how many steps each rank took;
+rank 0 prints them in one line (two ranks printing to one pipe can interleave): ``rank 0: steps per epoch [...], all
+ranks [...]``. If one rank had fewer batches, the other would wait for it in an all-reduce forever: the test's timeout
+catches that.
 """
 
 from __future__ import annotations

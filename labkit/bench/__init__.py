@@ -6,20 +6,23 @@ the measurements set beside labkit's.
 
 from labkit.core.lazy import lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "Workspace": "workspace",
-    "WorkspaceError": "workspace",
-    "prepare": "workspace",
-    "course_workspace": "workspace",
-    "data_root": "workspace",
-    "shown_path": "workspace",
-    "shown_text": "workspace",
-    "derived_folder": "workspace",
-    "PhotoSpec": "synthetic_data",
-    "ClipSpec": "synthetic_data",
-    "make_photos": "synthetic_data",
-    "make_clips": "synthetic_data",
-    "make_hostile": "synthetic_data",
-    "AblationSettings": "ablation",
-    "run_ablation": "ablation",
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "Workspace": "workspace",
+        "WorkspaceError": "workspace",
+        "prepare": "workspace",
+        "course_workspace": "workspace",
+        "data_root": "workspace",
+        "shown_path": "workspace",
+        "shown_text": "workspace",
+        "derived_folder": "workspace",
+        "PhotoSpec": "synthetic_data",
+        "ClipSpec": "synthetic_data",
+        "make_photos": "synthetic_data",
+        "make_clips": "synthetic_data",
+        "make_hostile": "synthetic_data",
+        "AblationSettings": "ablation",
+        "run_ablation": "ablation",
+    },
+)

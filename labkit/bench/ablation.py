@@ -61,7 +61,8 @@ class Result:
     step_s: float
     runs_images_per_s: list[float]
     cpu_util: float
-    peak_memory_mb: float  # main process + workers, shared pages once: PSS summed (`labkit.measure.process_memory.tree_memory_bytes`)
+    #: main process + workers, shared pages once: PSS summed (`labkit.measure.process_memory.tree_memory_bytes`)
+    peak_memory_mb: float
     gpu_busy: float | None
     seed_step_s: float | None
     loader: dict[str, Any] = field(default_factory=dict)
@@ -70,8 +71,14 @@ class Result:
     median_gap_s: float | None = None  # the median wait between batches; step_s is seconds per batch
 
 
-def measure_version(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,
-                    tuned: LoaderConfig | None = None, step: Callable[[Any], None] | None = None) -> Result:
+def measure_version(
+    version: AblationVersion,
+    ws: Workspace,
+    settings: AblationSettings,
+    decoder: str,
+    tuned: LoaderConfig | None = None,
+    step: Callable[[Any], None] | None = None,
+) -> Result:
     """Build, warm up and time one version: images/s and step time (medians), CPU use, peak memory (PSS of
     main + workers), GPU busy."""
     device = settings.resolved_device()
@@ -80,10 +87,17 @@ def measure_version(version: AblationVersion, ws: Workspace, settings: AblationS
         cache: dict[str, Any] = {"resident_before": resident_share(files), "files": len(files)}
     else:
         how = empty_page_cache([ws.pack, ws.decoded_pack] + [os.path.join(ws.folder, p) for p in _folder_files(ws)])
-        cache = {"emptied_by": how, "resident_before": resident_share(files), "files": len(files),
-                 # the kernel keeps every page a process maps: another reader of the same pack keeps it warm
-                 "mapped_by_other_processes": sorted({p for f in files[:1] for p in mapping_processes(f)
-                                                      if p != os.getpid()}) if len(files) == 1 else []}
+        cache = {
+            "emptied_by": how,
+            "resident_before": resident_share(files),
+            "files": len(files),
+            # the kernel keeps every page a process maps: another reader of the same pack keeps it warm
+            "mapped_by_other_processes": sorted(
+                {p for f in files[:1] for p in mapping_processes(f) if p != os.getpid()}
+            )
+            if len(files) == 1
+            else [],
+        }
     loader, described = build_loader(version, ws, settings, decoder, tuned)
     batches = device_batches(version, loader, settings, len(ws.classes))
     peak = PeakMemory()
@@ -103,15 +117,33 @@ def measure_version(version: AblationVersion, ws: Workspace, settings: AblationS
     steps = min(settings.steps, max(1, len(loader)))
     cpu0, watch = tree_cpu_seconds(), Stopwatch()
     with torch_threads(described["main_threads"]):
-        result = measure_loader(batches, runs=settings.runs, warmup_runs=1, max_batches=steps, on_batch=on_batch,
-                                warmup_batches=None if version.workers else 1, min_seconds=settings.min_seconds)
+        result = measure_loader(
+            batches,
+            runs=settings.runs,
+            warmup_runs=1,
+            max_batches=steps,
+            on_batch=on_batch,
+            warmup_batches=None if version.workers else 1,
+            min_seconds=settings.min_seconds,
+        )
     wall = watch.elapsed
     cpu_util = (tree_cpu_seconds() - cpu0) / (wall * usable_cpus())
     del batches, loader
     gpu_busy = busy[0] / wall if (device.type == "cuda" and step is not None) else None
-    return Result(version.id, version.name, result.images_per_s, result.step_s, result.runs_images_per_s,
-                  cpu_util, peak.peak / 2**20, gpu_busy, version.seed_step_s, described, cache=cache,
-                  median_gap_s=result.median_gap_s)
+    return Result(
+        version.id,
+        version.name,
+        result.images_per_s,
+        result.step_s,
+        result.runs_images_per_s,
+        cpu_util,
+        peak.peak / 2**20,
+        gpu_busy,
+        version.seed_step_s,
+        described,
+        cache=cache,
+        median_gap_s=result.median_gap_s,
+    )
 
 
 def _version_files(version: AblationVersion, ws: Workspace, tuned: LoaderConfig | None) -> list[str]:
@@ -125,8 +157,11 @@ def _version_files(version: AblationVersion, ws: Workspace, tuned: LoaderConfig 
 
 def _cached_share(result: Result) -> str:
     share = result.cache["resident_before"]  # None where the OS cannot say (results saved before: -1.0)
-    text = (f"{result.id} {share:.1%}" if share is not None and share >= 0 else
-            f"{result.id} not known (page-cache residency not available on {os_name()})")
+    text = (
+        f"{result.id} {share:.1%}"
+        if share is not None and share >= 0
+        else f"{result.id} not known (page-cache residency not available on {os_name()})"
+    )
     mapped = result.cache.get("mapped_by_other_processes")
     return text + (f" (mapped by process {', '.join(map(str, mapped))}, which keeps it cached)" if mapped else "")
 
@@ -135,15 +170,19 @@ def cold_note(results: list[Result]) -> str:
     """A cold run's line: how the page cache was emptied and what share of each version's data stayed cached."""
     hows = sorted({r.cache["emptied_by"] for r in results if "emptied_by" in r.cache})
     shares = ", ".join(_cached_share(r) for r in results if "resident_before" in r.cache)
-    return (f"cold run: before each version the page cache was emptied: {'; '.join(hows) or 'nothing measured'}; "
-            f"share of the version's data still cached when it started: {shares}")
+    return (
+        f"cold run: before each version the page cache was emptied: {'; '.join(hows) or 'nothing measured'}; "
+        f"share of the version's data still cached when it started: {shares}"
+    )
 
 
 def warm_note(results: list[Result]) -> str:
     """A warm run's line: what share of each version's data was in the page cache when it started."""
     shares = ", ".join(_cached_share(r) for r in results if "resident_before" in r.cache)
-    return ("warm run: files stay in the page cache between versions (--cold drops them); share of the version's "
-            f"data cached when it started: {shares or 'not measured'}")
+    return (
+        "warm run: files stay in the page cache between versions (--cold drops them); share of the version's "
+        f"data cached when it started: {shares or 'not measured'}"
+    )
 
 
 def _folder_files(ws: Workspace) -> list[str]:
@@ -152,7 +191,9 @@ def _folder_files(ws: Workspace) -> list[str]:
     return list(scan_image_folder(ws.folder).relpaths)
 
 
-def device_stage_ms(settings: AblationSettings, classes: int, fused: bool, repeats: int = 5, size: int = OUTPUT_SIZE) -> float:
+def device_stage_ms(
+    settings: AblationSettings, classes: int, fused: bool, repeats: int = 5, size: int = OUTPUT_SIZE
+) -> float:
     """What normalising and mixing one uint8 batch costs on the device: as two passes into fresh
     tensors (``fused=False``, the textbook way), or as v5+ do it — `MixUp` folded into the
     normalisation, written into reused buffers (``fused=True``). Cheap on a GPU, not on a CPU."""
@@ -201,8 +242,9 @@ def seed_notes(results: list[Result]) -> list[str]:
 def training_notes(results: list[Result]) -> list[str]:
     """Each training step judged against the one before, and labkit's pipeline against the seed's v1 and v2 with
     the crop (the seed gives no training sizes, so these verdicts have none)."""
-    return _step_verdicts(results, (("t1", "t2"), ("t2", "t3"), ("t3", "t5"), ("t2", "t5"), ("t1", "t5")),
-                          seed_sizes=False)
+    return _step_verdicts(
+        results, (("t1", "t2"), ("t2", "t3"), ("t3", "t5"), ("t2", "t5"), ("t1", "t5")), seed_sizes=False
+    )
 
 
 def budget_note(results: list[Result], budget: Budget) -> str:
@@ -214,26 +256,38 @@ def budget_note(results: list[Result], budget: Budget) -> str:
         return f"autotuner's memory budget here: {budget}"
     if over:
         return f"peak {measure} over the autotuner's RAM budget ({budget}): {', '.join(over)}"
-    return (f"peak {measure} of every version within the autotuner's budget ({budget}): the largest, {worst.id}, "
-            f"{worst.peak_memory_mb:.0f} MiB")
+    return (
+        f"peak {measure} of every version within the autotuner's budget ({budget}): the largest, {worst.id}, "
+        f"{worst.peak_memory_mb:.0f} MiB"
+    )
 
 
-def format_table(results: list[Result], skipped: dict[str, str], info: dict[str, Any], header: str,
-                 notes: list[str]) -> str:
-    lines = [f"Machine: {describe_machine(info)}", header, "",
-             f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs ' + (results[0].id if results else 'v1'):>8}{'seed s':>8}{'seed x':>8}"
-             f"{'CPU %':>7}{tree_memory_measure() + ' MiB':>9}"]
+def format_table(
+    results: list[Result], skipped: dict[str, str], info: dict[str, Any], header: str, notes: list[str]
+) -> str:
+    lines = [
+        f"Machine: {describe_machine(info)}",
+        header,
+        "",
+        f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs ' + (results[0].id if results else 'v1'):>8}"
+        f"{'seed s':>8}{'seed x':>8}"
+        f"{'CPU %':>7}{tree_memory_measure() + ' MiB':>9}",
+    ]
     lines.append("-" * len(lines[-1]))
     seed_v1 = VERSIONS[0].seed_step_s
     for r in results:
         seed = f"{r.seed_step_s:>8.2f}{seed_v1 / r.seed_step_s:>7.2f}x" if r.seed_step_s else f"{'':>16}"
-        lines.append(f"{r.id:<4}{clipped(r.name, 63):<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
-                     f"{seed}{r.cpu_util * 100:>7.0f}{r.peak_memory_mb:>9.0f}")
+        lines.append(
+            f"{r.id:<4}{clipped(r.name, 63):<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
+            f"{seed}{r.cpu_util * 100:>7.0f}{r.peak_memory_mb:>9.0f}"
+        )
     for vid, why in skipped.items():
         lines.append(f"{vid:<4}not run: {why}")
     lines.append("")
-    lines.append("step s: seconds per batch (the batch size ÷ images/s), as the seed counts a step; the median gap "
-                 "between two batches, a shorter figure where workers run ahead, is the JSON's median_gap_s.")
+    lines.append(
+        "step s: seconds per batch (the batch size ÷ images/s), as the seed counts a step; the median gap "
+        "between two batches, a shorter figure where workers run ahead, is the JSON's median_gap_s."
+    )
     lines.append(f"seed s / seed x: {SEED_MACHINE}.")
     lines.append(f"{tree_memory_measure()} MiB: peak {describe_tree_memory()}.")
     made = [r for r in results if r.loader.get("call", "").startswith("make_loader")]
@@ -265,9 +319,15 @@ def plot(results: list[Result], path: str, title: str) -> None:
     plt.close(fig)
 
 
-def run_ablation(ws: Workspace, settings: AblationSettings, only: list[str] | None = None,
-                 json_path: str | None = None, plot_path: str | None = None,
-                 progress: bool = True, train: bool = False) -> dict[str, Any]:
+def run_ablation(
+    ws: Workspace,
+    settings: AblationSettings,
+    only: list[str] | None = None,
+    json_path: str | None = None,
+    plot_path: str | None = None,
+    progress: bool = True,
+    train: bool = False,
+) -> dict[str, Any]:
     """Measure every version that applies here, print the table, write JSON and plot if asked.
     ``train``: the training versions (`TRAINING_VERSIONS`, RandomResizedCrop(224) + flip) instead."""
     device = settings.resolved_device()
@@ -276,8 +336,10 @@ def run_ablation(ws: Workspace, settings: AblationSettings, only: list[str] | No
     versions = TRAINING_VERSIONS if train else VERSIONS
     unknown = sorted(set(only or ()) - {v.id for v in versions})
     if unknown:
-        raise LabkitValueError(f"no version {', '.join(unknown)} in the {'training' if train else 'evaluation'} "
-                               f"ablation; its versions: {', '.join(v.id for v in versions)}")
+        raise LabkitValueError(
+            f"no version {', '.join(unknown)} in the {'training' if train else 'evaluation'} "
+            f"ablation; its versions: {', '.join(v.id for v in versions)}"
+        )
     chosen = [v for v in versions if not only or v.id in only]
     # The decoders are timed where a version picks one by speed, and for t5, whose gain their times bound; the
     # device stage where a version normalises on the device. A run of other versions skips both.
@@ -295,13 +357,24 @@ def run_ablation(ws: Workspace, settings: AblationSettings, only: list[str] | No
             skipped[version.id] = "needs a CUDA device"
             continue
         if version.decoder == "tuned":
-            tune = autotune(ws.pack, ws.decoded_pack, batch_size=settings.batch_size, size=OUTPUT_SIZE,
-                            max_workers=max(2, usable_cpus()), batches=2, runs=1, decoders=[fastest],
-                            check_crc=False, min_seconds=settings.min_seconds / 3)
+            tune = autotune(
+                ws.pack,
+                ws.decoded_pack,
+                batch_size=settings.batch_size,
+                size=OUTPUT_SIZE,
+                max_workers=max(2, usable_cpus()),
+                batches=2,
+                runs=1,
+                decoders=[fastest],
+                check_crc=False,
+                min_seconds=settings.min_seconds / 3,
+            )
             tuned = tune.best
-            tuned_note = (f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {decoder_label(tuned.decoder)}, "
-                          f"{tuned.num_workers} workers, prefetch_factor {tuned.prefetch_factor}, main threads "
-                          f"{tuned.main_threads or 'default'}, {tuned.sampler} batches")
+            tuned_note = (
+                f"v7 = autotune's choice after {len(tune.trials)} trials: decoder {decoder_label(tuned.decoder)}, "
+                f"{tuned.num_workers} workers, prefetch_factor {tuned.prefetch_factor}, main threads "
+                f"{tuned.main_threads or 'default'}, {tuned.sampler} batches"
+            )
             if progress:
                 bar.write(f"  {tuned_note}")
         decoder = fastest if version.decoder == "fastest" else version.decoder
@@ -316,33 +389,49 @@ def run_ablation(ws: Workspace, settings: AblationSettings, only: list[str] | No
     judged = training_notes if train else seed_notes
     notes = judged(results) + ([tuned_note] if tuned_note else [])
     if decoders_timed:
-        notes.append("decoders timed on one core here (ms/image): " +
-                     ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items())
-                     + (f"; t5 uses {fastest}, the fastest that crops inside its decode" if train
-                        else f"; v5 uses {fastest}"))
+        notes.append(
+            "decoders timed on one core here (ms/image): "
+            + ", ".join(f"{k} {v * 1000:.1f}" for k, v in decode_times.items())
+            + (f"; t5 uses {fastest}, the fastest that crops inside its decode" if train else f"; v5 uses {fastest}")
+        )
     if any(v.mix == "device" for v in chosen):
         size = versions[-1].output_size
         separate, fused = (device_stage_ms(settings, len(ws.classes), f, size=size) for f in (False, True))
-        notes.append(f"device stage (normalise + MixUp of one uint8 batch on {device}, {torch.get_num_threads()} "
-                     f"threads): {separate:.1f} ms as two passes into fresh tensors, {fused:.1f} ms fused into "
-                     f"reused ones (v5 on); alone it caps those versions at "
-                     f"{settings.batch_size / fused * 1000:.0f} images/s"
-                     + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else ""))
+        notes.append(
+            f"device stage (normalise + MixUp of one uint8 batch on {device}, {torch.get_num_threads()} "
+            f"threads): {separate:.1f} ms as two passes into fresh tensors, {fused:.1f} ms fused into "
+            f"reused ones (v5 on); alone it caps those versions at "
+            f"{settings.batch_size / fused * 1000:.0f} images/s"
+            + (" — on a CPU-only machine the main process pays it" if device.type == "cpu" else "")
+        )
     notes.append(budget_note(results, budget))
     notes.append(cold_note(results) if settings.cold else warm_note(results))
     mode = "with a model step" if settings.model else "data only (as the seed)"
-    shape = (f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if train else f"{OUTPUT_SIZE}x{OUTPUT_SIZE}")
-    header = (f"Data: {ws.count} images from {shown_path(ws.folder)} -> {shape}, batch "
-              f"{settings.batch_size}, {settings.resolved_num_workers()} workers, {mode}, device {device}; median of "
-              f"{settings.runs} runs of {settings.steps} steps after a warm-up run"
-              + (f" (more runs, up to {settings.min_seconds:g} s, for fast versions)" if settings.min_seconds else ""))
+    shape = f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if train else f"{OUTPUT_SIZE}x{OUTPUT_SIZE}"
+    header = (
+        f"Data: {ws.count} images from {shown_path(ws.folder)} -> {shape}, batch "
+        f"{settings.batch_size}, {settings.resolved_num_workers()} workers, {mode}, device {device}; median of "
+        f"{settings.runs} runs of {settings.steps} steps after a warm-up run"
+        + (f" (more runs, up to {settings.min_seconds:g} s, for fast versions)" if settings.min_seconds else "")
+    )
     print()
     print(format_table(results, skipped, info, header, notes))
-    report = {"machine": info, "settings": {**asdict(settings), "device": str(device), "images": ws.count,
-                                            "folder": shown_path(ws.folder), "fastest_decoder": fastest},
-              "versions": [asdict(r) for r in results], "skipped": skipped, "notes": notes,
-              "memory_budget": asdict(budget), "peak_memory": describe_tree_memory(),
-              "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}}}
+    report = {
+        "machine": info,
+        "settings": {
+            **asdict(settings),
+            "device": str(device),
+            "images": ws.count,
+            "folder": shown_path(ws.folder),
+            "fastest_decoder": fastest,
+        },
+        "versions": [asdict(r) for r in results],
+        "skipped": skipped,
+        "notes": notes,
+        "memory_budget": asdict(budget),
+        "peak_memory": describe_tree_memory(),
+        "seed": {"machine": SEED_MACHINE, "step_s": {v.id: v.seed_step_s for v in VERSIONS if v.seed_step_s}},
+    }
     if json_path:
         write_result(json_path, report)
         print(f"wrote {json_path}")
@@ -350,4 +439,3 @@ def run_ablation(ws: Workspace, settings: AblationSettings, only: list[str] | No
         plot(results, plot_path, f"{describe_machine(info)} — {mode}")
         print(f"wrote {plot_path}")
     return report
-

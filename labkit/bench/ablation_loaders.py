@@ -56,12 +56,14 @@ def _dataset(version: AblationVersion, ws: Workspace, decoder: str, seed: int = 
     crop = RandomResizedCrop(TRAIN_OUTPUT_SIZE, seed=seed) if version.crop else None
     if version.storage == ENCODED_PACK:
         return ws.open(ENCODED_PACK)
-    return ws.open(version.storage, decoder, OUTPUT_SIZE, transform=transform, crop=crop,
-                   check_crc=version.checksum_reads)
+    return ws.open(
+        version.storage, decoder, OUTPUT_SIZE, transform=transform, crop=crop, check_crc=version.checksum_reads
+    )
 
 
-def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str,
-                 tuned: LoaderConfig | None = None) -> tuple[Iterable, dict[str, Any]]:
+def build_loader(
+    version: AblationVersion, ws: Workspace, settings: AblationSettings, decoder: str, tuned: LoaderConfig | None = None
+) -> tuple[Iterable, dict[str, Any]]:
     """The loader a version describes (v1-v4: the article's DataLoader code; labkit's versions: `make_loader`'s,
     whose call is ``described["call"]``); also returns its settings, for the JSON report."""
     cuda = settings.resolved_device().type == "cuda"
@@ -69,8 +71,16 @@ def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSett
     if tuned is not None:
         storage = DECODED_PACK if tuned.decoder == NO_DECODE else PACK
         decoder = tuned.decoder
-        version = replace(version, storage=storage, decoder=decoder, workers=True, prefetch_factor=tuned.prefetch_factor,
-                          normalize_in_workers=False, mix="device", sampler=tuned.sampler)
+        version = replace(
+            version,
+            storage=storage,
+            decoder=decoder,
+            workers=True,
+            prefetch_factor=tuned.prefetch_factor,
+            normalize_in_workers=False,
+            mix="device",
+            sampler=tuned.sampler,
+        )
     dataset = _dataset(version, ws, decoder, settings.seed)
     workers = (tuned.num_workers if tuned else settings.resolved_num_workers()) if version.workers else 0
     slots = version.batch_slots and workers > 0 and not cuda
@@ -80,12 +90,17 @@ def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSett
         main_threads = main_thread_budget(workers)
     else:
         main_threads = torch.get_num_threads()
-    described: dict[str, Any] = {"dataset": type(dataset).__name__, "decoder": decoder, "num_workers": workers,
-                                 "crop": f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if version.crop else None,
-                                 "normalize": "in workers" if version.normalize_in_workers else "on device",
-                                 "mix": version.mix, "main_threads": main_threads,
-                                 "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
-                                 "checksums": "every read" if version.checksum_reads else "verified once"}
+    described: dict[str, Any] = {
+        "dataset": type(dataset).__name__,
+        "decoder": decoder,
+        "num_workers": workers,
+        "crop": f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if version.crop else None,
+        "normalize": "in workers" if version.normalize_in_workers else "on device",
+        "mix": version.mix,
+        "main_threads": main_threads,
+        "host_buffers": "reused" if version.reuse_host_buffers else "fresh per batch",
+        "checksums": "every read" if version.checksum_reads else "verified once",
+    }
     if version.by_make_loader:
         return _made_loader(version, dataset, settings, workers, cuda, slots, tuned, described)
     if version.sampler == "block":
@@ -94,26 +109,45 @@ def build_loader(version: AblationVersion, ws: Workspace, settings: AblationSett
         sampler = RandomSampler(dataset, generator=torch.Generator().manual_seed(settings.seed))
     if version.crop:  # each index carries its epoch, so every epoch draws new boxes
         sampler = EpochTagged(sampler)
-    collate = MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples) if version.mix == "collate" else (
-        stack_samples if version.normalize_in_workers else stack_uint8)
-    options: dict[str, Any] = dict(batch_size=settings.batch_size, sampler=sampler, num_workers=workers,
-                                   collate_fn=collate, pin_memory=cuda and version.workers)
+    collate = (
+        MixUpCollate(len(ws.classes), seed=settings.seed, stack=stack_samples)
+        if version.mix == "collate"
+        else (stack_samples if version.normalize_in_workers else stack_uint8)
+    )
+    options: dict[str, Any] = dict(
+        batch_size=settings.batch_size,
+        sampler=sampler,
+        num_workers=workers,
+        collate_fn=collate,
+        pin_memory=cuda and version.workers,
+    )
     if workers:
         options["persistent_workers"] = True
         if version.prefetch_factor:
             options["prefetch_factor"] = version.prefetch_factor
-    described.update(pin_memory=options["pin_memory"], persistent_workers=bool(workers),
-                     prefetch_factor=options.get("prefetch_factor", 2 if workers else None),
-                     collate=getattr(collate, "__name__", type(collate).__name__), sampler=type(sampler).__name__,
-                     batch_memory="fresh shared memory per batch" if workers else "main process",
-                     call="the article's DataLoader(dataset, batch_size, sampler, num_workers, collate_fn, pin_memory, "
-                          "persistent_workers, prefetch_factor) code")
+    described.update(
+        pin_memory=options["pin_memory"],
+        persistent_workers=bool(workers),
+        prefetch_factor=options.get("prefetch_factor", 2 if workers else None),
+        collate=getattr(collate, "__name__", type(collate).__name__),
+        sampler=type(sampler).__name__,
+        batch_memory="fresh shared memory per batch" if workers else "main process",
+        call="the article's DataLoader(dataset, batch_size, sampler, num_workers, collate_fn, pin_memory, "
+        "persistent_workers, prefetch_factor) code",
+    )
     return DataLoader(dataset, **options), described
 
 
-def _made_loader(version: AblationVersion, dataset: Any, settings: AblationSettings, workers: int, cuda: bool,
-                 slots: bool, tuned: LoaderConfig | None,
-                 described: dict[str, Any]) -> tuple[StatefulLoader, dict[str, Any]]:
+def _made_loader(
+    version: AblationVersion,
+    dataset: Any,
+    settings: AblationSettings,
+    workers: int,
+    cuda: bool,
+    slots: bool,
+    tuned: LoaderConfig | None,
+    described: dict[str, Any],
+) -> tuple[StatefulLoader, dict[str, Any]]:
     """A labkit version's loader: `make_loader`'s, the one an engineer gets from the call the report prints."""
     if tuned is not None:
         kwargs = tuned.loader_kwargs(len(dataset), settings.batch_size)
@@ -128,23 +162,39 @@ def _made_loader(version: AblationVersion, dataset: Any, settings: AblationSetti
             kwargs["batch_slots"] = True
         if version.storage == ENCODED_PACK:
             kwargs["collate_fn"] = list_collate
-        shown = {k: (f"BlockShuffleSampler.for_batches(len(dataset), {settings.batch_size}, seed={settings.seed})"
-                     if k == "sampler" else getattr(v, "__name__", repr(v))) for k, v in kwargs.items()}
+        shown = {
+            k: (
+                f"BlockShuffleSampler.for_batches(len(dataset), {settings.batch_size}, seed={settings.seed})"
+                if k == "sampler"
+                else getattr(v, "__name__", repr(v))
+            )
+            for k, v in kwargs.items()
+        }
         call = "make_loader(dataset, " + ", ".join(f"{k}={v}" for k, v in shown.items()) + ")"
     if "sampler" not in kwargs:
         kwargs["seed"] = settings.seed
         call = call[:-1] + f", seed={settings.seed})"
     loader = make_loader(dataset, pin_memory=cuda and workers > 0, **kwargs)
     ahead = kwargs.get("prefetch_factor")
-    described.update(pin_memory=loader.pin_memory, persistent_workers=bool(workers),
-                     prefetch_factor=ahead if ahead is not None else (2 if workers else None),
-                     collate="rows of a slot (labkit.workers.shared_slots)" if kwargs.get("batch_slots")
-                     else getattr(loader.collate_fn, "__name__", type(loader.collate_fn).__name__),
-                     sampler=type(loader.sampler).__name__,
-                     batch_memory="reused shared-memory slots" if kwargs.get("batch_slots") else (
-                         "fresh shared memory per batch" if workers else
-                         f"main process, a producer thread {ahead} batches ahead" if ahead else "main process"),
-                     call=call)
+    described.update(
+        pin_memory=loader.pin_memory,
+        persistent_workers=bool(workers),
+        prefetch_factor=ahead if ahead is not None else (2 if workers else None),
+        collate="rows of a slot (labkit.workers.shared_slots)"
+        if kwargs.get("batch_slots")
+        else getattr(loader.collate_fn, "__name__", type(loader.collate_fn).__name__),
+        sampler=type(loader.sampler).__name__,
+        batch_memory="reused shared-memory slots"
+        if kwargs.get("batch_slots")
+        else (
+            "fresh shared memory per batch"
+            if workers
+            else f"main process, a producer thread {ahead} batches ahead"
+            if ahead
+            else "main process"
+        ),
+        call=call,
+    )
     return loader, described
 
 
@@ -171,10 +221,17 @@ def model_step(device: torch.device, classes: int) -> Callable[[Any], None]:
 
         model: nn.Module = resnet50(num_classes=classes).to(device, memory_format=torch.channels_last)
     else:
-        model = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
-                              nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
-                              nn.Conv2d(32, 64, 3, stride=2, padding=1), nn.ReLU(),
-                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, classes)).to(device)
+        model = nn.Sequential(
+            nn.Conv2d(3, 16, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.Conv2d(32, 64, 3, stride=2, padding=1),
+            nn.ReLU(),
+            nn.AdaptiveAvgPool2d(1),
+            nn.Flatten(),
+            nn.Linear(64, classes),
+        ).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     def step(batch: Any) -> None:

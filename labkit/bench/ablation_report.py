@@ -40,8 +40,13 @@ class AblationRun:
         device = str(settings.get("device") or info.get("device", "?"))
         gpu = info.get("device", "cpu")
         machine = f"{info.get('cpu_count', '?')} CPUs, " + ("CPU only" if gpu == "cpu" else gpu)
-        return cls(name, machine, device, bool(settings.get("model")),
-                   {v["id"]: float(v["images_per_s"]) for v in report.get("versions", [])})
+        return cls(
+            name,
+            machine,
+            device,
+            bool(settings.get("model")),
+            {v["id"]: float(v["images_per_s"]) for v in report.get("versions", [])},
+        )
 
     @property
     def speedups(self) -> dict[str, float]:
@@ -76,11 +81,15 @@ def reference_runs(folder: str | None = None, pattern: str = "ablation_*.json") 
             try:
                 report = json.load(f)
             except json.JSONDecodeError as e:
-                raise LabkitValueError(f"{os.path.basename(path)} is not an ablation report (invalid JSON: {e}); "
-                                 "rewrite it with labkit ablation --json") from None
+                raise LabkitValueError(
+                    f"{os.path.basename(path)} is not an ablation report (invalid JSON: {e}); "
+                    "rewrite it with labkit ablation --json"
+                ) from None
         if not isinstance(report, dict) or "versions" not in report:
-            raise LabkitValueError(f"{os.path.basename(path)} has no 'versions': not an ablation report "
-                             "(labkit ablation --json writes one)")
+            raise LabkitValueError(
+                f"{os.path.basename(path)} has no 'versions': not an ablation report "
+                "(labkit ablation --json writes one)"
+            )
         runs.append(AblationRun.from_report(os.path.splitext(os.path.basename(path))[0], report))
     return runs
 
@@ -103,8 +112,7 @@ def plot_speedups(runs: Sequence[AblationRun], ax: Any = None, versions: Sequenc
     """
     plt = pyplot()
     usable = [r for r in runs if r.speedups]
-    ids = list(versions) if versions else sorted({vid for r in usable for vid in r.speedups},
-                                                 key=lambda v: (len(v), v))
+    ids = list(versions) if versions else sorted({vid for r in usable for vid in r.speedups}, key=lambda v: (len(v), v))
     ax = ax or plt.subplots(figsize=(9, 3.6), dpi=80)[1]
     width = 0.8 / max(1, len(usable))
     for k, run in enumerate(usable):

@@ -36,7 +36,9 @@ class AblationVersion:
     reuse_host_buffers: bool = False  # labkit.core.host_buffers: float batches written into reused CPU memory
     budget_main_threads: bool = False  # main process runs only on the cores the workers leave
     checksum_reads: bool = True  # False: checksums were verified once (labkit verify), not on every read
-    batch_slots: bool = False  # labkit.workers.shared_slots: workers write batches into reused shared memory (CPU device only:
+    batch_slots: bool = (
+        False  # labkit.workers.shared_slots: workers write batches into reused shared memory (CPU device only:
+    )
     # with CUDA the DataLoader's pin thread copies batches to pinned memory off the training thread)
     crop: bool = False  # a training version: RandomResizedCrop(224) + flip per sample, instead of a resize to 256
     by_make_loader: bool = False  # labkit's versions: the loader is make_loader's; else the article's DataLoader code
@@ -47,35 +49,120 @@ class AblationVersion:
 
 
 VERSIONS: tuple[AblationVersion, ...] = (
-    AblationVersion("v1", "files, PIL, Resize+ToTensor+Normalize, num_workers=0", FOLDER, "pil", False, None, True,
-            "none", seed_step_s=0.58),
-    AblationVersion("v2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none",
-            seed_step_s=0.35),
-    AblationVersion("v3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", seed_step_s=0.26),
-    AblationVersion("v4", "+ prefetch_factor=4, MixUp in collate", PACK, "pil", True, 4, True, "collate", seed_step_s=0.21),
-    AblationVersion("v5", "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device", PACK,
-            "fastest", True, 4, False, "device", reuse_host_buffers=True, budget_main_threads=True, batch_slots=True, by_make_loader=True),
-    AblationVersion("v6", "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers", DECODED_PACK,
-            NO_DECODE, False, None, False, "device", sampler="block", reuse_host_buffers=True, budget_main_threads=True,
-            checksum_reads=False, by_make_loader=True),
-    AblationVersion("v7", "the settings `labkit autotune` picks here", "tuned", "tuned", True, None, False, "device",
-            reuse_host_buffers=True, budget_main_threads=True, checksum_reads=False, by_make_loader=True),
-    AblationVersion("v8", "GPU JPEG decode (nvJPEG), whole batch at once", ENCODED_PACK, GPU_DECODER, True, 4, False,
-            "device",
-            cuda_only=True, reuse_host_buffers=True, budget_main_threads=True, by_make_loader=True),
+    AblationVersion(
+        "v1",
+        "files, PIL, Resize+ToTensor+Normalize, num_workers=0",
+        FOLDER,
+        "pil",
+        False,
+        None,
+        True,
+        "none",
+        seed_step_s=0.58,
+    ),
+    AblationVersion(
+        "v2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none", seed_step_s=0.35
+    ),
+    AblationVersion(
+        "v3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", seed_step_s=0.26
+    ),
+    AblationVersion(
+        "v4", "+ prefetch_factor=4, MixUp in collate", PACK, "pil", True, 4, True, "collate", seed_step_s=0.21
+    ),
+    AblationVersion(
+        "v5",
+        "+ fastest decoder, uint8 across processes (in reused slots on a CPU), normalise+MixUp on device",
+        PACK,
+        "fastest",
+        True,
+        4,
+        False,
+        "device",
+        reuse_host_buffers=True,
+        budget_main_threads=True,
+        batch_slots=True,
+        by_make_loader=True,
+    ),
+    AblationVersion(
+        "v6",
+        "+ pre-decoded uint8 pack verified once, block shuffle, batched reads, no workers",
+        DECODED_PACK,
+        NO_DECODE,
+        False,
+        None,
+        False,
+        "device",
+        sampler="block",
+        reuse_host_buffers=True,
+        budget_main_threads=True,
+        checksum_reads=False,
+        by_make_loader=True,
+    ),
+    AblationVersion(
+        "v7",
+        "the settings `labkit autotune` picks here",
+        "tuned",
+        "tuned",
+        True,
+        None,
+        False,
+        "device",
+        reuse_host_buffers=True,
+        budget_main_threads=True,
+        checksum_reads=False,
+        by_make_loader=True,
+    ),
+    AblationVersion(
+        "v8",
+        "GPU JPEG decode (nvJPEG), whole batch at once",
+        ENCODED_PACK,
+        GPU_DECODER,
+        True,
+        4,
+        False,
+        "device",
+        cuda_only=True,
+        reuse_host_buffers=True,
+        budget_main_threads=True,
+        by_make_loader=True,
+    ),
 )
 
 
 #: ``labkit ablation --train``: the seed's first versions as people train with them (the random-resized crop of
 #: every ImageNet recipe, after a full decode), beside labkit's training pipeline (the crop inside the decode).
 TRAINING_VERSIONS: tuple[AblationVersion, ...] = (
-    AblationVersion("t1", "files, PIL, RandomResizedCrop(224)+flip+ToTensor+Normalize, num_workers=0", FOLDER, "pil", False,
-            None, True, "none", crop=True),
-    AblationVersion("t2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none", crop=True),
+    AblationVersion(
+        "t1",
+        "files, PIL, RandomResizedCrop(224)+flip+ToTensor+Normalize, num_workers=0",
+        FOLDER,
+        "pil",
+        False,
+        None,
+        True,
+        "none",
+        crop=True,
+    ),
+    AblationVersion(
+        "t2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none", crop=True
+    ),
     AblationVersion("t3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", crop=True),
-    AblationVersion("t5", "+ the crop inside the fastest DCT-scaled decode, uint8 across processes (in reused slots on a CPU), "
-            "normalise+MixUp on device", PACK, "fastest", True, 4, False, "device", reuse_host_buffers=True,
-            budget_main_threads=True, batch_slots=True, crop=True, by_make_loader=True),
+    AblationVersion(
+        "t5",
+        "+ the crop inside the fastest DCT-scaled decode, uint8 across processes (in reused slots on a CPU), "
+        "normalise+MixUp on device",
+        PACK,
+        "fastest",
+        True,
+        4,
+        False,
+        "device",
+        reuse_host_buffers=True,
+        budget_main_threads=True,
+        batch_slots=True,
+        crop=True,
+        by_make_loader=True,
+    ),
 )
 
 

@@ -151,8 +151,15 @@ class LoggedStage:
     def __call__(self, item: Any) -> Any:
         start = timestamp()
         out = self.fn(item)
-        self.log.append({"stage": self.stage, "pid": os.getpid(), "item": item if isinstance(item, str) else None,
-                         "start": start, "end": timestamp()})
+        self.log.append(
+            {
+                "stage": self.stage,
+                "pid": os.getpid(),
+                "item": item if isinstance(item, str) else None,
+                "start": start,
+                "end": timestamp(),
+            }
+        )
         return out
 
 
@@ -195,8 +202,9 @@ class ClipRun:
 
     def stage_ms(self) -> dict[str, float]:
         """Median milliseconds of one call of each stage, as measured inside the run."""
-        return {s: 1000 * statistics.median(e["end"] - e["start"] for e in self.events if e["stage"] == s)
-                for s in STAGES}
+        return {
+            s: 1000 * statistics.median(e["end"] - e["start"] for e in self.events if e["stage"] == s) for s in STAGES
+        }
 
     def busy(self) -> dict[tuple[str, int], float]:
         """(stage, pid) → share of the run that process spent in that stage."""
@@ -208,24 +216,33 @@ class ClipRun:
 
     def __str__(self) -> str:
         ms = self.stage_ms()
-        return (f"{self.name}: {len(self.arrivals)} clips in {self.seconds:.2f} s, {self.clips_per_s:.1f} clips/s; "
-                f"latency median {1000 * statistics.median(self.latencies_s):.0f} ms; per call: decode "
-                f"{ms['decode']:.0f} ms, transform {ms['transform']:.0f} ms")
+        return (
+            f"{self.name}: {len(self.arrivals)} clips in {self.seconds:.2f} s, {self.clips_per_s:.1f} clips/s; "
+            f"latency median {1000 * statistics.median(self.latencies_s):.0f} ms; per call: decode "
+            f"{ms['decode']:.0f} ms, transform {ms['transform']:.0f} ms"
+        )
 
     def plot(self, ax: Any = None) -> Any:
         """One lane per process, a bar per stage call (decode, transform); ticks where clips arrived."""
         plt = pyplot()
 
         ax = ax or plt.subplots(figsize=(8, 2.6))[1]
-        pids = sorted({e["pid"] for e in self.events},
-                      key=lambda p: min(e["start"] for e in self.events if e["pid"] == p))
+        pids = sorted(
+            {e["pid"] for e in self.events}, key=lambda p: min(e["start"] for e in self.events if e["pid"] == p)
+        )
         lanes = {pid: k for k, pid in enumerate(pids)}
         for e in self.events:
             color = f"C{STAGES.index(e['stage'])}"
-            ax.barh(lanes[e["pid"]] + 1, e["end"] - e["start"], left=e["start"] - self.start, height=0.6,
-                    color=color, edgecolor="white", linewidth=0.5)
-        ax.plot([a - self.start for a in self.arrivals], [0] * len(self.arrivals), "|", color="black",
-                markersize=10)
+            ax.barh(
+                lanes[e["pid"]] + 1,
+                e["end"] - e["start"],
+                left=e["start"] - self.start,
+                height=0.6,
+                color=color,
+                edgecolor="white",
+                linewidth=0.5,
+            )
+        ax.plot([a - self.start for a in self.arrivals], [0] * len(self.arrivals), "|", color="black", markersize=10)
         ax.set_yticks(range(len(pids) + 1), ["main loop"] + [f"process {k + 1}" for k in range(len(pids))])
         ax.set_xlim(left=0)
         ax.set_xlabel("seconds since the pass's first stage call")
@@ -248,7 +265,9 @@ class LoaderRunner:
     def __init__(self, root: str, work: ClipWork, num_workers: int) -> None:
         self.log = SharedLog("labkit-clips-")
         self.dataset = LoggedClipDataset(root, work, self.log)
-        self.loader = DataLoader(self.dataset, batch_size=None, num_workers=num_workers, persistent_workers=num_workers > 0)
+        self.loader = DataLoader(
+            self.dataset, batch_size=None, num_workers=num_workers, persistent_workers=num_workers > 0
+        )
         self.name = f"DataLoader, {num_workers} worker{'s' if num_workers != 1 else ''}"
 
     def run(self) -> ClipRun:
@@ -278,17 +297,30 @@ class PipelineRunner:
     """Passes of every clip under ``root`` (or the clip folders ``items``) through one persistent
     `StagedPipeline`: its processes start with the first pass and are reused until `close`."""
 
-    def __init__(self, root: str, work: ClipWork, num_decoders: int, num_transformers: int, slots: int | None = None,
-                 items: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        work: ClipWork,
+        num_decoders: int,
+        num_transformers: int,
+        slots: int | None = None,
+        items: Sequence[str] | None = None,
+    ) -> None:
         self.log = SharedLog("labkit-clips-")
         if items is None:
             dataset = ClipFolderDataset(root, work.frames, work.size)
             items = [dataset.clip_path(k) for k in range(len(dataset))]
         self.folders = list(items)
-        self.pipe = StagedPipeline(self.folders, LoggedStage(work.decode(), "decode", self.log),
-                                   LoggedStage(work.transform(), "transform", self.log), work.frame_shape,
-                                   num_decoders=num_decoders, num_transformers=num_transformers,
-                                   slots=slots or 2 * (num_decoders + num_transformers), persistent=True)
+        self.pipe = StagedPipeline(
+            self.folders,
+            LoggedStage(work.decode(), "decode", self.log),
+            LoggedStage(work.transform(), "transform", self.log),
+            work.frame_shape,
+            num_decoders=num_decoders,
+            num_transformers=num_transformers,
+            slots=slots or 2 * (num_decoders + num_transformers),
+            persistent=True,
+        )
         self.name = f"pipeline, {num_decoders} decode + {num_transformers} transform"
 
     def run(self) -> ClipRun:
@@ -301,8 +333,13 @@ class PipelineRunner:
         events = self.log.records(mark)
         by_path = {e["item"]: e["start"] for e in events if e["stage"] == "decode"}
         order = sorted(arrived)
-        return ClipRun(self.name, _first_call(events, start), [arrived[k] for k in order],
-                       [by_path[self.folders[k]] for k in order], events)
+        return ClipRun(
+            self.name,
+            _first_call(events, start),
+            [arrived[k] for k in order],
+            [by_path[self.folders[k]] for k in order],
+            events,
+        )
 
     def close(self) -> None:
         """Stop the processes and unlink the ring (a no-op when nothing runs)."""

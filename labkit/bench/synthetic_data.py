@@ -93,8 +93,13 @@ def plan_sample(spec: PhotoSpec, index: int) -> SamplePlan:
     u = rng.random()
     kind = "rgb"
     edge = 0.0
-    for name, frac in (("corrupt", spec.corrupt), ("png", spec.png), ("grayscale", spec.grayscale),
-                       ("cmyk", spec.cmyk), ("large", spec.large)):
+    for name, frac in (
+        ("corrupt", spec.corrupt),
+        ("png", spec.png),
+        ("grayscale", spec.grayscale),
+        ("cmyk", spec.cmyk),
+        ("large", spec.large),
+    ):
         edge += frac
         if u < edge:
             kind = name
@@ -110,8 +115,16 @@ def _hsv(h: float, s: float, v: float) -> tuple[int, int, int]:
     return int(r * 255), int(g * 255), int(b * 255)
 
 
-def _draw_shape(draw: ImageDraw.ImageDraw, family: str, x: float, y: float, r: float, angle: float,
-                color: tuple[int, int, int], rng: np.random.Generator) -> None:
+def _draw_shape(
+    draw: ImageDraw.ImageDraw,
+    family: str,
+    x: float,
+    y: float,
+    r: float,
+    angle: float,
+    color: tuple[int, int, int],
+    rng: np.random.Generator,
+) -> None:
     if family == "disk":
         draw.ellipse([x - r, y - r, x + r, y + r], fill=color)
     elif family == "ring":
@@ -262,12 +275,15 @@ class MakeReport:
 
     def __str__(self) -> str:
         variants = ", ".join(f"{k}: {v}" for k, v in sorted(self.kinds.items()))
-        return (f"{self.root}: {self.written} images written, {self.kept} kept as they were ({variants}); "
-                f"manifest {MANIFEST_NAME}")
+        return (
+            f"{self.root}: {self.written} images written, {self.kept} kept as they were ({variants}); "
+            f"manifest {MANIFEST_NAME}"
+        )
 
 
-def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: int | None = None,
-                progress: bool = True) -> MakeReport:
+def make_photos(
+    out: str, spec: PhotoSpec = PhotoSpec(), workers: int | None = None, progress: bool = True
+) -> MakeReport:
     """Make (or complete) the data set ``spec`` under ``out``, using every core.
 
     Files already there and intact are kept, so an interrupted run resumes; every file is
@@ -281,8 +297,9 @@ def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: int | None = N
     workers = max(1, min(workers or usable_cpus(), spec.n))
     jobs = [(spec, out, i) for i in range(spec.n)]
     report = MakeReport(out)
-    bar = tqdm(total=spec.n, desc=f"labkit data {os.path.basename(out.rstrip(os.sep))}", unit=" images",
-               disable=not progress)
+    bar = tqdm(
+        total=spec.n, desc=f"labkit data {os.path.basename(out.rstrip(os.sep))}", unit=" images", disable=not progress
+    )
     pool = _start_pool(workers) if workers > 1 else None
     results = pool.imap_unordered(_make_one, jobs, chunksize=4) if pool is not None else map(_make_one, jobs)
     nbytes = 0
@@ -307,9 +324,13 @@ def make_photos(out: str, spec: PhotoSpec = PhotoSpec(), workers: int | None = N
             clear_dead_temporaries_in(out, quiet=True)  # the photos the stopped workers were writing
     plans.sort(key=lambda p: p.index)
     report.corrupt = [{"path": p.relpath, "kind": p.kind} for p in plans if p.kind in CORRUPT_KINDS]
-    manifest = {"generator": "labkit.bench.synthetic_data", "spec": asdict(spec),
-                "classes": [class_name(c, spec.classes) for c in range(spec.classes)],
-                "kinds": report.kinds, "corrupt": report.corrupt}
+    manifest = {
+        "generator": "labkit.bench.synthetic_data",
+        "spec": asdict(spec),
+        "classes": [class_name(c, spec.classes) for c in range(spec.classes)],
+        "kinds": report.kinds,
+        "corrupt": report.corrupt,
+    }
     write_atomic(os.path.join(out, MANIFEST_NAME), json.dumps(manifest, indent=1).encode())
     return report
 
@@ -393,14 +414,22 @@ def make_clips(out: str, spec: ClipSpec = ClipSpec(), workers: int | None = None
     else:
         pool = _start_pool(workers)
         try:
-            written = sum(tqdm(pool.imap_unordered(_make_clip, jobs), total=spec.n, desc="labkit data --clips",
-                               disable=not progress))
+            written = sum(
+                tqdm(
+                    pool.imap_unordered(_make_clip, jobs),
+                    total=spec.n,
+                    desc="labkit data --clips",
+                    disable=not progress,
+                )
+            )
         finally:
             pool.terminate()
             pool.join()
             clear_dead_temporaries_in(out, quiet=True)  # the frames the stopped workers were writing
-    return (f"{out}: {spec.n} clips of {spec.frames} frames, {spec.width}x{spec.height} ({written} written by this run, "
-            f"{spec.n - written} already there and complete)")
+    return (
+        f"{out}: {spec.n} clips of {spec.frames} frames, {spec.width}x{spec.height} ({written} written by this run, "
+        f"{spec.n - written} already there and complete)"
+    )
 
 
 @dataclass(frozen=True)
@@ -471,10 +500,14 @@ def make_hostile(out: str, seed: int = 0) -> list[HostileCase]:
     locked = os.path.join(out, "b", "unreadable.jpg")
     write_atomic(locked, good)
     os.chmod(locked, 0)
-    cases.append(HostileCase("b/unreadable.jpg", "a file without read permission (root reads it anyway)",
-                             "load" if os.geteuid() == 0 else "error"))
+    cases.append(
+        HostileCase(
+            "b/unreadable.jpg",
+            "a file without read permission (root reads it anyway)",
+            "load" if os.geteuid() == 0 else "error",
+        )
+    )
     os.makedirs(os.path.join(out, "b", "folder.jpg"), exist_ok=True)
     cases.append(HostileCase("b/folder.jpg", "a directory named like an image", "ignored"))
-    write_atomic(os.path.join(out, "hostile_manifest.json"),
-                  json.dumps([asdict(c) for c in cases], indent=1).encode())
+    write_atomic(os.path.join(out, "hostile_manifest.json"), json.dumps([asdict(c) for c in cases], indent=1).encode())
     return cases

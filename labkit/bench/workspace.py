@@ -90,8 +90,9 @@ def _writable(folder: str, source: str, work: str | None) -> None:
         error = write_probe_error(folder)
     if error is not None:
         how = "pass another --work DIR" if work else f"pass --work DIR or set {DATA_ENV} to a folder you can write"
-        raise WorkspaceError(f"cannot write the packs made from {source} in {folder} ({error.strerror or error}): "
-                             f"{how}")
+        raise WorkspaceError(
+            f"cannot write the packs made from {source} in {folder} ({error.strerror or error}): {how}"
+        )
 
 
 def _newest_mtime(root: str) -> float:
@@ -117,8 +118,15 @@ def kit_photos(quick: bool) -> str:
     return os.path.join(data_root(), "photos-quick" if quick else "photos")
 
 
-def prepare(folder: str | None = None, quick: bool = True, size: int = OUTPUT_SIZE, progress: bool = True,
-            recheck: bool = True, work: str | None = None, make: bool = False) -> Workspace:
+def prepare(
+    folder: str | None = None,
+    quick: bool = True,
+    size: int = OUTPUT_SIZE,
+    progress: bool = True,
+    recheck: bool = True,
+    work: str | None = None,
+    make: bool = False,
+) -> Workspace:
     """(Make →) pack (if stale) → verify; print each step; return the paths.
 
     ``folder=None`` is the kit's own photo-like set (`kit_photos`), made when missing. A folder that is
@@ -138,9 +146,11 @@ def prepare(folder: str | None = None, quick: bool = True, size: int = OUTPUT_SI
         check_output_folder(work, "--work")
     if make and not os.path.isdir(folder):
         if not _inside(folder, data_root()):
-            raise LabkitValueError(f"{folder}: the photo-like set is made only inside the kit's data folder "
-                                   f"({data_root()}, {DATA_ENV} moves it); make it elsewhere with "
-                                   f"`labkit data --out {folder}`")
+            raise LabkitValueError(
+                f"{folder}: the photo-like set is made only inside the kit's data folder "
+                f"({data_root()}, {DATA_ENV} moves it); make it elsewhere with "
+                f"`labkit data --out {folder}`"
+            )
         n = QUICK_COUNT if quick else PhotoSpec().n
         print(f"[data] making {n} photo-like images in {folder}")
         print(make_photos(folder, PhotoSpec(n=n), progress=progress))
@@ -152,8 +162,10 @@ def prepare(folder: str | None = None, quick: bool = True, size: int = OUTPUT_SI
     if os.path.isabs(pack) and not os.path.isabs(folder) and _inside(pack, os.getcwd()):
         pack, decoded = os.path.relpath(pack), os.path.relpath(decoded)  # printed as the folder was given
     if not work and not _inside(folder, data_root()):
-        print(f"[work] the packs of {folder} are kept in {place}: the kit does not write beside your data "
-              "(--work DIR puts them elsewhere)")
+        print(
+            f"[work] the packs of {folder} are kept in {place}: the kit does not write beside your data "
+            "(--work DIR puts them elsewhere)"
+        )
     written = []
     for path, decoded_size in ((pack, None), (decoded, size)):
         if _pack_is_current(path, len(index), mtime):
@@ -226,5 +238,9 @@ def course_workspace(quick: bool | None = None, progress: bool = True) -> Worksp
         ws = prepare(os.path.basename(kit_photos(quick)), quick=quick, progress=progress, recheck=False, make=True)
     finally:
         os.chdir(previous)
-    return Workspace(*(os.path.join(root, p) for p in (ws.folder, ws.pack, ws.decoded_pack)), ws.classes, ws.count,
-                     os.path.join(root, ws.work))
+    return Workspace(
+        *(os.path.join(root, p) for p in (ws.folder, ws.pack, ws.decoded_pack)),
+        ws.classes,
+        ws.count,
+        os.path.join(root, ws.work),
+    )

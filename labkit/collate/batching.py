@@ -21,8 +21,10 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 def _shape_error(what: str, shapes: Sequence[tuple[int, ...]]) -> ValueError:
     first = shapes[0]
     k = next(i for i, s in enumerate(shapes) if s != first)
-    return LabkitValueError(f"{what}: sample 0 has shape {first} but sample {k} has {shapes[k]}; resize them to one "
-                      "size in the dataset, or use pad_collate / detection_collate for variable sizes")
+    return LabkitValueError(
+        f"{what}: sample 0 has shape {first} but sample {k} has {shapes[k]}; resize them to one "
+        "size in the dataset, or use pad_collate / detection_collate for variable sizes"
+    )
 
 
 def _rows_of_one_tensor(images: Sequence[torch.Tensor]) -> torch.Tensor | None:
@@ -33,8 +35,11 @@ def _rows_of_one_tensor(images: Sequence[torch.Tensor]) -> torch.Tensor | None:
         return None
     storage, start, step = first.untyped_storage().data_ptr(), first.storage_offset(), first.numel()
     for k, img in enumerate(images):
-        if (not img.is_contiguous() or img.untyped_storage().data_ptr() != storage
-                or img.storage_offset() != start + k * step):
+        if (
+            not img.is_contiguous()
+            or img.untyped_storage().data_ptr() != storage
+            or img.storage_offset() != start + k * step
+        ):
             return None
     return first.as_strided((len(images), *first.shape), (step, *first.stride()), start)
 
@@ -50,14 +55,18 @@ def stack_uint8(batch: Sequence[tuple[torch.Tensor, int]]) -> Batch:
     images = [sample[0] for sample in batch]
     bad = next((k for k, img in enumerate(images) if img.dtype != torch.uint8), None)
     if bad is not None:
-        raise LabkitTypeError(f"stack_uint8: sample {bad} is {images[bad].dtype}, not uint8; keep images uint8 in "
-                        "workers and normalise on the device (labkit.device.transfer.DevicePrefetcher)")
+        raise LabkitTypeError(
+            f"stack_uint8: sample {bad} is {images[bad].dtype}, not uint8; keep images uint8 in "
+            "workers and normalise on the device (labkit.device.transfer.DevicePrefetcher)"
+        )
     shapes = [tuple(img.shape) for img in images]
     if len(set(shapes)) > 1:
         raise _shape_error("stack_uint8", shapes)
     stacked = _rows_of_one_tensor(images)
-    return (default_collate(images) if stacked is None else stacked,
-            torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64))
+    return (
+        default_collate(images) if stacked is None else stacked,
+        torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64),
+    )
 
 
 def stack_samples(batch: Sequence[tuple[torch.Tensor, int]]) -> Batch:
@@ -76,8 +85,9 @@ def list_collate(batch: Sequence[tuple[Any, int]]) -> tuple[list[Any], torch.Ten
     return [sample[0] for sample in batch], torch.tensor([int(sample[1]) for sample in batch], dtype=torch.int64)
 
 
-def detection_collate(batch: Sequence[tuple[torch.Tensor, dict[str, torch.Tensor]]]
-                      ) -> tuple[list[torch.Tensor], list[dict[str, torch.Tensor]]]:
+def detection_collate(
+    batch: Sequence[tuple[torch.Tensor, dict[str, torch.Tensor]]],
+) -> tuple[list[torch.Tensor], list[dict[str, torch.Tensor]]]:
     """(image, {"boxes": N×4, "labels": N}) samples → (list of images, list of targets).
 
     Images of different sizes and different numbers of boxes stay separate, which is what
@@ -87,11 +97,17 @@ def detection_collate(batch: Sequence[tuple[torch.Tensor, dict[str, torch.Tensor
     for k, (image, target) in enumerate(batch):
         boxes, labels = target.get("boxes"), target.get("labels")
         if boxes is None or labels is None:
-            raise LabkitKeyError(f"detection_collate: sample {k}'s target needs 'boxes' and 'labels', has {sorted(target)}")
-        boxes = torch.as_tensor(boxes, dtype=torch.float32).reshape(-1, 4) if len(boxes) == 0 else torch.as_tensor(boxes)
+            raise LabkitKeyError(
+                f"detection_collate: sample {k}'s target needs 'boxes' and 'labels', has {sorted(target)}"
+            )
+        boxes = (
+            torch.as_tensor(boxes, dtype=torch.float32).reshape(-1, 4) if len(boxes) == 0 else torch.as_tensor(boxes)
+        )
         if boxes.ndim != 2 or boxes.shape[1] != 4 or len(labels) != len(boxes):
-            raise LabkitValueError(f"detection_collate: sample {k} has boxes {tuple(boxes.shape)} and {len(labels)} labels; "
-                             "expected N×4 boxes and N labels")
+            raise LabkitValueError(
+                f"detection_collate: sample {k} has boxes {tuple(boxes.shape)} and {len(labels)} labels; "
+                "expected N×4 boxes and N labels"
+            )
         images.append(image)
         targets.append({**target, "boxes": boxes, "labels": torch.as_tensor(labels, dtype=torch.int64)})
     return images, targets
@@ -136,8 +152,12 @@ def graph_collate(batch: Sequence[dict[str, torch.Tensor]]) -> dict[str, torch.T
         if "y" in graph:
             ys.append(graph["y"])
         first_node += len(x)
-    out = {"x": torch.cat(xs), "edge_index": torch.cat(edges, dim=1), "batch": torch.cat(owner),
-           "num_graphs": torch.tensor(len(batch))}
+    out = {
+        "x": torch.cat(xs),
+        "edge_index": torch.cat(edges, dim=1),
+        "batch": torch.cat(owner),
+        "num_graphs": torch.tensor(len(batch)),
+    }
     if ys:
         out["y"] = default_collate(ys)
     return out

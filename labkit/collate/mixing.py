@@ -34,9 +34,15 @@ def mixed_targets(labels: torch.Tensor, perm: torch.Tensor, lam: float, num_clas
     return targets * lam + targets[perm.to(targets.device)] * (1 - lam)
 
 
-def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode: str = "mixup",
-              alpha: float = 0.2, generator: torch.Generator | None = None,
-              buffers: HostBuffers | None = None) -> Batch:
+def mix_batch(
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    num_classes: int,
+    mode: str = "mixup",
+    alpha: float = 0.2,
+    generator: torch.Generator | None = None,
+    buffers: HostBuffers | None = None,
+) -> Batch:
     """MixUp or CutMix a batch: images mixed with a shuffled copy, labels become mixed one-hots.
 
     Works on any device and keeps the image dtype: uint8 images are mixed in float and
@@ -59,7 +65,10 @@ def mix_batch(images: torch.Tensor, labels: torch.Tensor, num_classes: int, mode
     else:
         h, w = images.shape[-2:]
         cut_h, cut_w = int(h * math.sqrt(1 - lam)), int(w * math.sqrt(1 - lam))
-        cy, cx = (torch.randint(h, (1,), generator=generator).item(), torch.randint(w, (1,), generator=generator).item())
+        cy, cx = (
+            torch.randint(h, (1,), generator=generator).item(),
+            torch.randint(w, (1,), generator=generator).item(),
+        )
         y0, y1 = max(cy - cut_h // 2, 0), min(cy + cut_h // 2, h)
         x0, x1 = max(cx - cut_w // 2, 0), min(cx + cut_w // 2, w)
         mixed = images.clone()
@@ -78,8 +87,7 @@ class MixUp:
     mixing into reused buffers. ``buffers``: where a float MixUp writes.
     """
 
-    def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0,
-                 buffers: HostBuffers | None = None) -> None:
+    def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0, buffers: HostBuffers | None = None) -> None:
         if alpha <= 0:
             raise LabkitValueError(f"MixUp alpha must be > 0, got {alpha}")
         self.num_classes, self.alpha, self.buffers = num_classes, alpha, buffers
@@ -110,8 +118,14 @@ class MixCollate:
     with the same seed, workers and order mixes the same way.
     """
 
-    def __init__(self, num_classes: int, mode: str = "mixup", alpha: float = 0.2, seed: int = 0,
-                 stack: Callable[[Sequence[tuple[torch.Tensor, int]]], Batch] = stack_uint8) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        mode: str = "mixup",
+        alpha: float = 0.2,
+        seed: int = 0,
+        stack: Callable[[Sequence[tuple[torch.Tensor, int]]], Batch] = stack_uint8,
+    ) -> None:
         if mode not in ("mixup", "cutmix"):
             raise LabkitValueError(f"mode must be 'mixup' or 'cutmix', got {mode!r}")
         self.num_classes, self.mode, self.alpha, self.seed, self.stack = num_classes, mode, alpha, seed, stack
@@ -121,7 +135,8 @@ class MixCollate:
         images, labels = self.stack(batch)
         info = get_worker_info()
         generator = torch.Generator().manual_seed(
-            int(np.random.default_rng([self.seed, info.id if info else 0, self._calls]).integers(2**62)))
+            int(np.random.default_rng([self.seed, info.id if info else 0, self._calls]).integers(2**62))
+        )
         self._calls += 1
         return mix_batch(images, labels, self.num_classes, self.mode, self.alpha, generator)
 
@@ -129,8 +144,13 @@ class MixCollate:
 class MixUpCollate(MixCollate):
     """MixUp in collate (the seed's version 4 passes ``stack=stack_samples`` for its float images)."""
 
-    def __init__(self, num_classes: int, alpha: float = 0.2, seed: int = 0,
-                 stack: Callable[[Sequence[tuple[torch.Tensor, int]]], Batch] = stack_uint8) -> None:
+    def __init__(
+        self,
+        num_classes: int,
+        alpha: float = 0.2,
+        seed: int = 0,
+        stack: Callable[[Sequence[tuple[torch.Tensor, int]]], Batch] = stack_uint8,
+    ) -> None:
         super().__init__(num_classes, "mixup", alpha, seed, stack)
 
 

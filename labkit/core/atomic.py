@@ -39,8 +39,10 @@ class Freed(NamedTuple):
     nbytes: int
 
     def __str__(self) -> str:
-        return (f"removed {count(self.files, 'temporary file')} left by writers no longer running "
-                f"({size_text(self.nbytes)} freed)")
+        return (
+            f"removed {count(self.files, 'temporary file')} left by writers no longer running "
+            f"({size_text(self.nbytes)} freed)"
+        )
 
 
 _log = logging.getLogger(__name__)
@@ -72,16 +74,20 @@ def clear_dead_temporaries(path: TextPath) -> Freed:
     warning saying how many bytes that freed (Python shows it on stderr unless logging is configured). A live
     writer's file, and any other name, is left alone."""
     path = os.fspath(path)
-    return _remove(path, (tmp for tmp in glob.glob(glob.escape(path) + TMP_INFIX + "*")
-                          if _dead_writer(tmp[len(path):])))
+    return _remove(
+        path, (tmp for tmp in glob.glob(glob.escape(path) + TMP_INFIX + "*") if _dead_writer(tmp[len(path) :]))
+    )
 
 
 def clear_dead_temporaries_in(folder: TextPath, quiet: bool = False) -> Freed:
     """`clear_dead_temporaries` for every file under ``folder`` at once (one walk of the tree); ``quiet`` for a
     writer clearing up after its own helpers, which it stopped itself."""
     folder = os.fspath(folder)
-    return _remove(folder, (os.path.join(dirpath, name) for dirpath, _, names in os.walk(folder)
-                            for name in names if _dead_writer(name)), quiet)
+    return _remove(
+        folder,
+        (os.path.join(dirpath, name) for dirpath, _, names in os.walk(folder) for name in names if _dead_writer(name)),
+        quiet,
+    )
 
 
 def fsync_folder(folder: TextPath) -> None:
@@ -103,8 +109,9 @@ def publish(tmp: TextPath, path: TextPath, durable: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def atomic_file(path: TextPath, durable: bool = True, size: int | None = None, what: str = "",
-                tidy: bool = True) -> Iterator[IO[bytes]]:
+def atomic_file(
+    path: TextPath, durable: bool = True, size: int | None = None, what: str = "", tidy: bool = True
+) -> Iterator[IO[bytes]]:
     """Write ``path`` through the binary file this yields: published when the block ends without an error
     (fsynced first with ``durable``), removed when it raises (a full disk raises `DiskFullError` naming ``path``
     and the bytes written). Dead writers' temporary files of ``path`` are removed first (``tidy``; a writer of

@@ -32,8 +32,9 @@ def ranks_on_node() -> tuple[int, str]:
         try:
             ranks = int(value)
         except ValueError:
-            raise LabkitValueError(f"{LOCAL_RANKS_ENV}={value!r} is not a whole number: unset it, or start under "
-                                   "torchrun, which sets it") from None
+            raise LabkitValueError(
+                f"{LOCAL_RANKS_ENV}={value!r} is not a whole number: unset it, or start under torchrun, which sets it"
+            ) from None
         if ranks < 1:
             raise LabkitValueError(f"{LOCAL_RANKS_ENV}={value}: at least 1 rank per node")
         return ranks, f"{LOCAL_RANKS_ENV}={ranks}"
@@ -80,16 +81,19 @@ class CpuBudget:
         naive = self.ranks * (self.max_workers + 1)
         busy = self.ranks * (self.workers_per_rank + 1)
         said = "" if self.source == "given" else f" ({self.source})"
-        return (f"{count(self.ranks, 'rank')}{said} x ({count(self.max_workers, 'worker')} + 1 main "
-                f"process) = {naive} busy processes on {count(self.cpus, 'CPU')} would be {naive / self.cpus:.2f}x "
-                f"the CPUs (the article's 8 GPUs x 8 workers trap). Each rank gets {self.cpus} / {self.ranks} = "
-                f"{count(self.share, 'CPU')}, less one for its main process: {count(self.workers_per_rank, 'worker')} "
-                f"per rank, {busy} busy processes in all ({busy / self.cpus:.2f}x the CPUs), each worker decoding "
-                f"with {count(self.decode_threads(self.workers_per_rank), 'thread')}.")
+        return (
+            f"{count(self.ranks, 'rank')}{said} x ({count(self.max_workers, 'worker')} + 1 main "
+            f"process) = {naive} busy processes on {count(self.cpus, 'CPU')} would be {naive / self.cpus:.2f}x "
+            f"the CPUs (the article's 8 GPUs x 8 workers trap). Each rank gets {self.cpus} / {self.ranks} = "
+            f"{count(self.share, 'CPU')}, less one for its main process: {count(self.workers_per_rank, 'worker')} "
+            f"per rank, {busy} busy processes in all ({busy / self.cpus:.2f}x the CPUs), each worker decoding "
+            f"with {count(self.decode_threads(self.workers_per_rank), 'thread')}."
+        )
 
 
-def cpu_budget(ranks: int | None = None, cpus: int | None = None, main_process_steps: bool = True,
-               max_workers: int = MAX_WORKERS) -> CpuBudget:
+def cpu_budget(
+    ranks: int | None = None, cpus: int | None = None, main_process_steps: bool = True, max_workers: int = MAX_WORKERS
+) -> CpuBudget:
     """The budget of one rank: ``ranks`` sharing ``cpus`` (default: `ranks_on_node`, `usable_cpus`).
 
     ``main_process_steps`` keeps one of the rank's CPUs for its main process (the model, the device stage);

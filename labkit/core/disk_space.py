@@ -48,8 +48,10 @@ def require_space(path: PathLike, needed: int, what: str = "") -> None:
     free = free_bytes(path)
     if needed > free:
         of = f" ({what})" if what else ""
-        raise DiskFullError(f"{path} needs {size_text(needed)}{of} and its file system has "
-                            f"{size_text(free)} free: free some space there or write elsewhere")
+        raise DiskFullError(
+            f"{path} needs {size_text(needed)}{of} and its file system has "
+            f"{size_text(free)} free: free some space there or write elsewhere"
+        )
 
 
 def is_disk_full(error: BaseException) -> bool:
@@ -62,5 +64,7 @@ def disk_full_error(path: PathLike, written: int | None) -> DiskFullError:
     the caller has removed its temporary file."""
     path = os.fspath(path)
     done = f" after {size_text(written)} had been written" if written is not None else ""
-    return DiskFullError(f"{path}: the disk filled up{done} ({size_text(free_bytes(path))} free now); nothing "
-                         "was kept under that name: free some space there or write elsewhere")
+    return DiskFullError(
+        f"{path}: the disk filled up{done} ({size_text(free_bytes(path))} free now); nothing "
+        "was kept under that name: free some space there or write elsewhere"
+    )

@@ -74,12 +74,12 @@ def local_rank() -> int:
     try:
         return int(value)
     except ValueError:
-        raise LabkitValueError(f"LOCAL_RANK={value!r} is not a whole number: unset it, or start under torchrun, "
-                               "which sets it") from None
+        raise LabkitValueError(
+            f"LOCAL_RANK={value!r} is not a whole number: unset it, or start under torchrun, which sets it"
+        ) from None
 
 
-def rank_and_world(rank: int | None = None, world_size: int | None = None,
-                   required: bool = False) -> tuple[int, int]:
+def rank_and_world(rank: int | None = None, world_size: int | None = None, required: bool = False) -> tuple[int, int]:
     """(rank, world size): as given, else from torch.distributed when it is initialised, else (0, 1) — or,
     with ``required`` (a sampler that splits data across ranks must not guess), an error naming the fix."""
     if rank is None or world_size is None:
@@ -87,8 +87,9 @@ def rank_and_world(rank: int | None = None, world_size: int | None = None,
 
         ready = dist.is_available() and dist.is_initialized()
         if not ready and required:
-            raise LabkitValueError("pass the rank and the number of ranks (num_replicas), or initialise "
-                                   "torch.distributed first")
+            raise LabkitValueError(
+                "pass the rank and the number of ranks (num_replicas), or initialise torch.distributed first"
+            )
         rank = (dist.get_rank() if ready else 0) if rank is None else rank
         world_size = (dist.get_world_size() if ready else 1) if world_size is None else world_size
     if not 0 <= rank < world_size:

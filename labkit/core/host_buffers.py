@@ -81,8 +81,10 @@ class HostBuffers:
         return fresh
 
     def __repr__(self) -> str:
-        return (f"HostBuffers(keep={self.keep}, holding {len(self._buffers)}, "
-                f"{self.reused} reused, {self.allocated} allocated)")
+        return (
+            f"HostBuffers(keep={self.keep}, holding {len(self._buffers)}, "
+            f"{self.reused} reused, {self.allocated} allocated)"
+        )
 
 
 def batch_buffer(shape: Sequence[int], dtype: torch.dtype = torch.uint8) -> torch.Tensor:

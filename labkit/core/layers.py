@@ -8,8 +8,17 @@ of it (a test keeps the two equal). Package docstrings say what their package ho
 from __future__ import annotations
 
 #: The layers the data passes through, in order: each may import itself and those before it; ``core`` no other.
-CHAIN: tuple[str, ...] = ("core", "decode", "storage", "datasets", "samplers", "collate", "workers", "device",
-                          "distributed")
+CHAIN: tuple[str, ...] = (
+    "core",
+    "decode",
+    "storage",
+    "datasets",
+    "samplers",
+    "collate",
+    "workers",
+    "device",
+    "distributed",
+)
 
 #: Every sub-package, in the order the reference shows them, with what it may import besides itself: ``measure``
 #: reads every layer and changes none, ``diagnose`` reads the layers and the measurements, ``bench`` (the data

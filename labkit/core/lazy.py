@@ -17,7 +17,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def lazy_exports(package: str, exports: dict[str, str]) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, exports: dict[str, str]
+) -> tuple[list[str], Callable[[str], Any], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` for ``package``, whose names are found in the modules
     ``exports`` maps them to (a module path relative to ``package``, or absolute from ``labkit.``)."""
 

@@ -39,16 +39,24 @@ def machine_info() -> dict[str, Any]:
     except OSError:
         pass
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
-    return {"cpu_count": usable_cpus(), "cpu": cpu, "device": device, "torch": torch.__version__,
-            "torchvision": torchvision.__version__, "python": platform.python_version(),
-            "platform": platform.platform(terse=True)}
+    return {
+        "cpu_count": usable_cpus(),
+        "cpu": cpu,
+        "device": device,
+        "torch": torch.__version__,
+        "torchvision": torchvision.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
 
 
 def describe_machine(info: dict[str, Any] | None = None) -> str:
     """`machine_info` in one line: ``2 CPUs (Intel Xeon ...), device cpu, torch 2.5.1, torchvision 0.20.1``."""
     info = info or machine_info()
-    return (f"{info['cpu_count']} CPUs ({info['cpu']}), device {info['device']}, "
-            f"torch {info['torch']}, torchvision {info['torchvision']}")
+    return (
+        f"{info['cpu_count']} CPUs ({info['cpu']}), device {info['device']}, "
+        f"torch {info['torch']}, torchvision {info['torchvision']}"
+    )
 
 
 def usable_physical_cores() -> int:

@@ -19,8 +19,10 @@ def pyplot(headless: bool = False) -> Any:
     try:
         import matplotlib
     except ImportError:
-        raise PlottingUnavailableError(f"plots need matplotlib, which is not installed here: {INSTALL} "
-                                       "(or pip install matplotlib), or leave the plot out") from None
+        raise PlottingUnavailableError(
+            f"plots need matplotlib, which is not installed here: {INSTALL} "
+            "(or pip install matplotlib), or leave the plot out"
+        ) from None
     if headless:
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -119,4 +119,3 @@ def time_calls(fn: Callable[[], Any], repeats: int, warmup: int = 0) -> Passes:
         fn()
         seconds.append(watch.elapsed)
     return Passes(tuple(seconds))
-

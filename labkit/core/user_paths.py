@@ -29,12 +29,14 @@ def require_folder(path: PathLike, what: str = "", holds: str = "an ImageFolder 
     if os.path.isdir(path):
         return path
     if os.path.exists(path):
-        raise LabkitFileNotFoundError(f"{_named(path, what)} is a file, not a folder: name the folder that holds "
-                                      f"{holds}")
+        raise LabkitFileNotFoundError(
+            f"{_named(path, what)} is a file, not a folder: name the folder that holds {holds}"
+        )
     parent = os.path.dirname(path.rstrip(os.sep)) or "."  # as given: a relative path stays relative
     where = "" if os.path.isdir(parent) else f"; {parent} does not exist either"
-    raise LabkitFileNotFoundError(f"{_named(path, what)}: no such folder (looked for {holds}{where}); check the "
-                                  "path for a typo")
+    raise LabkitFileNotFoundError(
+        f"{_named(path, what)}: no such folder (looked for {holds}{where}); check the path for a typo"
+    )
 
 
 def write_probe_error(folder: str) -> OSError | None:
@@ -52,8 +54,9 @@ def write_probe_error(folder: str) -> OSError | None:
 def _probe(folder: str, path: str, what: str) -> None:
     error = write_probe_error(folder)
     if error is not None:
-        raise OutputPathError(f"{_named(path, what)}: cannot write in {folder} ({error.strerror or error}); choose a "
-                              "folder you can write")
+        raise OutputPathError(
+            f"{_named(path, what)}: cannot write in {folder} ({error.strerror or error}); choose a folder you can write"
+        )
 
 
 def check_output_file(path: PathLike, what: str = "") -> str:
@@ -65,8 +68,7 @@ def check_output_file(path: PathLike, what: str = "") -> str:
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         kind = "is a file, not a folder" if os.path.exists(folder) else "does not exist"
-        raise OutputPathError(f"{_named(path, what)}: its folder {folder} {kind}; create it first or name "
-                              "another path")
+        raise OutputPathError(f"{_named(path, what)}: its folder {folder} {kind}; create it first or name another path")
     _probe(folder, path, what)
     return path
 
@@ -82,7 +84,8 @@ def check_output_folder(path: PathLike, what: str = "") -> str:
         raise OutputPathError(f"{_named(path, what)} is a file: name a folder")
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
-        raise OutputPathError(f"{_named(path, what)}: its parent folder {parent} does not exist; create it first "
-                              "or name another path")
+        raise OutputPathError(
+            f"{_named(path, what)}: its parent folder {parent} does not exist; create it first or name another path"
+        )
     _probe(parent, path, what)
     return path

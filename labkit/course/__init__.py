@@ -5,10 +5,13 @@ datasets are the bench's (`labkit.bench`), which the command and the benchmarks 
 
 from labkit.core.lazy import lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "show_as_jpeg": "figures",
-    "learner_folder": "learner_modules",
-    "load_learner_module": "learner_modules",
-    "TimeLimitExceeded": "time_limits",
-    "time_limit": "time_limits",
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "show_as_jpeg": "figures",
+        "learner_folder": "learner_modules",
+        "load_learner_module": "learner_modules",
+        "TimeLimitExceeded": "time_limits",
+        "time_limit": "time_limits",
+    },
+)

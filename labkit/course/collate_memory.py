@@ -56,12 +56,14 @@ def _measure(way: str, batch_size: int, size: tuple[int, int], results: multipro
         before = rss_bytes()
     out = augment_in_collate(samples, way)
     peak = peak_rss_bytes()
-    results.put((way, None if peak is None or before is None else max(0, peak - before),
-                 out.numel() * out.element_size()))
+    results.put(
+        (way, None if peak is None or before is None else max(0, peak - before), out.numel() * out.element_size())
+    )
 
 
-def collate_peaks(batch_size: int = 64, size: tuple[int, int] = (256, 256),
-                  ways: Sequence[str] = WAYS, timeout_s: float = 120.0) -> dict[str, tuple[int, int]]:
+def collate_peaks(
+    batch_size: int = 64, size: tuple[int, int] = (256, 256), ways: Sequence[str] = WAYS, timeout_s: float = 120.0
+) -> dict[str, tuple[int, int]]:
     """For each way: (peak bytes above what the process held before collate, bytes of the batch it returns),
     each measured in a fresh process. Raises if the OS keeps no peak (then nothing here can be measured)."""
     for way in ways:
@@ -69,8 +71,9 @@ def collate_peaks(batch_size: int = 64, size: tuple[int, int] = (256, 256),
             raise LabkitValueError(f"way={way!r}: one of {', '.join(WAYS)}")
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    processes = [context.Process(target=_measure, args=(way, batch_size, tuple(size), results), daemon=True)
-                 for way in ways]
+    processes = [
+        context.Process(target=_measure, args=(way, batch_size, tuple(size), results), daemon=True) for way in ways
+    ]
     for process in processes:
         process.start()
     found: dict[str, tuple[int, int]] = {}
@@ -78,13 +81,16 @@ def collate_peaks(batch_size: int = 64, size: tuple[int, int] = (256, 256),
         for _ in ways:
             way, peak, out_bytes = results.get(timeout=timeout_s)
             if peak is None:
-                raise LabkitRuntimeError("this OS reports no peak memory for a process: the collate memory "
-                                         "demo cannot measure here")
+                raise LabkitRuntimeError(
+                    "this OS reports no peak memory for a process: the collate memory demo cannot measure here"
+                )
             found[way] = (peak, out_bytes)
     except queue_module.Empty:
         missing = [way for way in ways if way not in found]
-        raise LabkitRuntimeError(f"no peak from {missing} within {timeout_s:.0f} s: a child process failed or "
-                                 "the machine is overloaded; rerun, or raise timeout_s") from None
+        raise LabkitRuntimeError(
+            f"no peak from {missing} within {timeout_s:.0f} s: a child process failed or "
+            "the machine is overloaded; rerun, or raise timeout_s"
+        ) from None
     finally:
         for process in processes:
             process.join(timeout=10)

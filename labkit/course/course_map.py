@@ -42,8 +42,10 @@ def course_readme() -> str:
     """``notebooks/README.md`` of the clone labkit runs from."""
     root = clone_root()
     if root is None:
-        raise CourseMapError("labkit is installed, not run from a clone of the project, so there is no "
-                             "notebooks/README.md to read: clone the project and start the course with `make lab`")
+        raise CourseMapError(
+            "labkit is installed, not run from a clone of the project, so there is no "
+            "notebooks/README.md to read: clone the project and start the course with `make lab`"
+        )
     return os.path.join(root, "notebooks", "README.md")
 
 
@@ -55,14 +57,16 @@ def parse_course_map(text: str, source: str = "notebooks/README.md") -> CourseMa
     except ValueError:
         raise CourseMapError(f"{source} has no line {HEADER!r}: the course table starts with that header") from None
     rows = []
-    for number, line in enumerate(lines[start + 2:], start=start + 3):
+    for number, line in enumerate(lines[start + 2 :], start=start + 3):
         if not line.startswith("|"):
             break
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         name = re.fullmatch(r"`(\d\d_[a-z0-9_]+)`", cells[0]) if len(cells) == 3 else None
         if name is None:
-            raise CourseMapError(f"{source}, line {number}: a row of the course table needs three cells, the first "
-                                 f"a notebook's name in backticks, as in | `00_start_here` | 1 | ... |: {line!r}")
+            raise CourseMapError(
+                f"{source}, line {number}: a row of the course table needs three cells, the first "
+                f"a notebook's name in backticks, as in | `00_start_here` | 1 | ... |: {line!r}"
+            )
         rows.append((name.group(1), cells[1], cells[2]))
     if not rows:
         raise CourseMapError(f"{source}: the course table under {HEADER!r} has no rows")

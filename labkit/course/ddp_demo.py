@@ -43,12 +43,14 @@ class IndexedImages(Dataset):
 
 
 def small_cnn(classes: int) -> nn.Module:
-    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(),
-                         nn.Linear(8 * 16, classes))
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4), nn.Flatten(), nn.Linear(8 * 16, classes)
+    )
 
 
-def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: int | None = None,
-        timeout_s: float = 120.0) -> bool:
+def run(
+    n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: int | None = None, timeout_s: float = 120.0
+) -> bool:
     # A rank that waits longer than timeout_s for the others fails with an error instead of hanging the demo.
     info = init_from_env(timeout=datetime.timedelta(seconds=timeout_s))
     dataset = IndexedImages(n)
@@ -56,12 +58,18 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: int | 
     budget = cpu_budget(ranks=info.local_world_size)
     num_workers = budget.workers_per_rank if num_workers is None else num_workers
     # Workers of a process that runs gloo's threads start from a fork server, not by fork (the article's 6.5).
-    loader = DataLoader(dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers,
-                        multiprocessing_context=worker_context() if num_workers else None,
-                        persistent_workers=num_workers > 0)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch_size,
+        sampler=sampler,
+        num_workers=num_workers,
+        multiprocessing_context=worker_context() if num_workers else None,
+        persistent_workers=num_workers > 0,
+    )
     model = small_cnn(dataset.classes).to(info.device)
-    model = nn.parallel.DistributedDataParallel(model, device_ids=[info.device.index] if info.device.type == "cuda"
-                                                else None)
+    model = nn.parallel.DistributedDataParallel(
+        model, device_ids=[info.device.index] if info.device.type == "cuda" else None
+    )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     ok = True
     for epoch in range(epochs):
@@ -83,9 +91,12 @@ def run(n: int = 256, batch_size: int = 16, epochs: int = 1, num_workers: int | 
             disjoint = len(union) == len(set(union))
             covered = set(union) == set(range(n))
             ok = ok and disjoint and covered
-            print(f"epoch {epoch}: {info.world_size} ranks ({info.backend}, {count(num_workers, 'worker')} each) saw "
-                  f"{[len(s) for s in shares]} samples; disjoint: {disjoint}; cover all {n}: {covered}; "
-                  f"rank 0 loss {losses[0]:.3f} -> {losses[-1]:.3f}", flush=True)
+            print(
+                f"epoch {epoch}: {info.world_size} ranks ({info.backend}, {count(num_workers, 'worker')} each) saw "
+                f"{[len(s) for s in shares]} samples; disjoint: {disjoint}; cover all {n}: {covered}; "
+                f"rank 0 loss {losses[0]:.3f} -> {losses[-1]:.3f}",
+                flush=True,
+            )
     if info.rank == 0:
         print(budget.reasoning)
     verdict = [ok]
@@ -101,8 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--workers", type=int, default=None, help="DataLoader workers per rank (default: budget)")
-    parser.add_argument("--timeout", type=float, default=120.0,
-                        help="seconds a rank waits for the others in a collective before failing (default 120)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        help="seconds a rank waits for the others in a collective before failing (default 120)",
+    )
     args = parser.parse_args(argv)
     return 0 if run(args.samples, args.batch, args.epochs, args.workers, args.timeout) else 1
 

@@ -59,8 +59,9 @@ def _first_line(error: BaseException) -> str:
     return re.sub(r"^\[[^\]]*\]\s*", "", text)[:160]
 
 
-def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: int | None = None,
-        timeout_s: float = 10.0) -> None:
+def run(
+    shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: int | None = None, timeout_s: float = 10.0
+) -> None:
     info = init_from_env("gloo")
     say = functools.partial(print, flush=True)
 
@@ -71,8 +72,10 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: int
     dist.all_gather_object(timings, staged_s)
     if info.rank == 0:
         checks = [(os.path.basename(s), file_crc32(s), file_crc32(d)) for s, d in zip(shards, local)]
-        say(f"staging: local rank 0 copied {len(local)} shards in {timings[0]:.2f} s; the other ranks waited at the "
-            f"barrier ({', '.join(f'{t:.2f} s' for t in timings[1:])})")
+        say(
+            f"staging: local rank 0 copied {len(local)} shards in {timings[0]:.2f} s; the other ranks waited at the "
+            f"barrier ({', '.join(f'{t:.2f} s' for t in timings[1:])})"
+        )
         for name, src, dst in checks:
             say(f"  {name}: CRC32 shared {src:08x}, local {dst:08x} {'(same)' if src == dst else '(DIFFERENT)'}")
 
@@ -82,8 +85,12 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: int
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 
     balanced = ShardedIterableDataset(local, decode=features, seed=5)
-    loader = DataLoader(balanced, batch_size=batch_size, num_workers=workers,  # not forked beside gloo's threads
-                        multiprocessing_context=worker_context() if workers else None)
+    loader = DataLoader(
+        balanced,
+        batch_size=batch_size,
+        num_workers=workers,  # not forked beside gloo's threads
+        multiprocessing_context=worker_context() if workers else None,
+    )
     steps = []
     for epoch in range(2):
         balanced.set_epoch(epoch)
@@ -91,8 +98,10 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: int
     gathered: list[list[int] | None] = [None] * info.world_size
     dist.all_gather_object(gathered, steps)
     if info.rank == 0:
-        say(f"balanced split ({workers} worker{'s' if workers != 1 else ''} per rank, batch {batch_size}): "
-            f"steps per epoch, rank by rank: {gathered}")
+        say(
+            f"balanced split ({workers} worker{'s' if workers != 1 else ''} per rank, batch {batch_size}): "
+            f"steps per epoch, rank by rank: {gathered}"
+        )
         say(f"  {balanced.plans[-1]}")
 
     # Its own process group with a short timeout, so that only this epoch's waits can time out; no workers, so that
@@ -100,8 +109,13 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: int
     group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=timeout_s))
     model = nn.parallel.DistributedDataParallel(model.module, process_group=group)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    whole = ShardedIterableDataset([functools.partial(pack_records, p) for p in local], decode=features, seed=5,
-                                   rank=info.rank, world_size=info.world_size)
+    whole = ShardedIterableDataset(
+        [functools.partial(pack_records, p) for p in local],
+        decode=features,
+        seed=5,
+        rank=info.rank,
+        world_size=info.world_size,
+    )
     loader = DataLoader(whole, batch_size=batch_size, num_workers=0)
     steps_done, where, since = 0, "in the gradient all-reduce of step 1", Stopwatch()
     try:
@@ -112,14 +126,18 @@ def run(shards: Sequence[str], local_dir: str, batch_size: int = 8, workers: int
             optimizer.step()
             steps_done += 1
         where, since = f"after its last step ({steps_done}), gathering the step counts", Stopwatch()
-        say(f"whole-shard split: rank {info.rank} ran out of batches after {steps_done} steps and waits for the "
-            "others to compare step counts")
+        say(
+            f"whole-shard split: rank {info.rank} ran out of batches after {steps_done} steps and waits for the "
+            "others to compare step counts"
+        )
         counts: list[int | None] = [None] * info.world_size
         dist.all_gather_object(counts, steps_done, group=group)
         say(f"whole-shard split: rank {info.rank} sees step counts {counts}")
     except RuntimeError as e:
-        say(f"whole-shard split: rank {info.rank} waited {where} for {since.elapsed:.1f} s "
-            f"(timeout {timeout_s:g} s), then failed: {type(e).__name__}: {_first_line(e)}")
+        say(
+            f"whole-shard split: rank {info.rank} waited {where} for {since.elapsed:.1f} s "
+            f"(timeout {timeout_s:g} s), then failed: {type(e).__name__}: {_first_line(e)}"
+        )
         os._exit(3)  # the process group is broken: leave without the collectives of a clean shutdown
     del model, optimizer  # before the group goes: see close_process_group
     close_process_group()

@@ -36,6 +36,9 @@ def check_answer(answer: Any, expected: Any, what: str, rel: float = 0.0, hint: 
         print(f"Self-check ({what}): not answered yet: put your answer in the variable above and run this cell again.")
         return
     if not _matches(answer, expected, rel):
-        raise AnswerNotYet(f"{what}: {answer!r} is not what this run gives" + (f"; {hint}" if hint else "")
-                           + " (the collapsed solution below shows the way)")
+        raise AnswerNotYet(
+            f"{what}: {answer!r} is not what this run gives"
+            + (f"; {hint}" if hint else "")
+            + " (the collapsed solution below shows the way)"
+        )
     print(f"Self-check ({what}): correct.")

@@ -36,8 +36,16 @@ KINDS = ("queue", "ring")
 _TIMEOUT_S = 120.0  # a sender start under spawn takes seconds, a hand-over milliseconds
 
 
-def _send(shape: tuple[int, ...], items: int, ring: torch.Tensor, commands: Any, handoff: Any, ready: Any,
-          free: Any, done: Any) -> None:
+def _send(
+    shape: tuple[int, ...],
+    items: int,
+    ring: torch.Tensor,
+    commands: Any,
+    handoff: Any,
+    ready: Any,
+    free: Any,
+    done: Any,
+) -> None:
     """The sender: for each command ("queue" or "ring"), hand ``items`` fresh clip-sized arrays over that way."""
     torch.set_num_threads(1)
     slots = ring.numpy()
@@ -84,23 +92,34 @@ class HandoffReport:
         if side not in ("sender", "receiver", "both"):
             raise LabkitValueError(f"side={side!r}: one of 'sender', 'receiver', 'both'")
         pairs = zip(self.sender_faults[kind], self.receiver_faults[kind])
-        known = [(s if side != "receiver" else 0) + (r if side != "sender" else 0) for s, r in pairs
-                 if s is not None and r is not None]
+        known = [
+            (s if side != "receiver" else 0) + (r if side != "sender" else 0)
+            for s, r in pairs
+            if s is not None and r is not None
+        ]
         return statistics.median(known) if known else None
 
     def __str__(self) -> str:
-        lines = [f"{self.items} items of {'x'.join(map(str, self.shape))} uint8 ({self.mib:.1f} MiB), "
-                 f"{len(self.seconds['queue'])} passes each:"]
+        lines = [
+            f"{self.items} items of {'x'.join(map(str, self.shape))} uint8 ({self.mib:.1f} MiB), "
+            f"{len(self.seconds['queue'])} passes each:"
+        ]
         for kind, label in (("queue", "torch.multiprocessing queue"), ("ring", "ring slot + slot number")):
             sent, received = self.faults_per_item(kind, "sender"), self.faults_per_item(kind, "receiver")
-            lines.append(f"  {label:<28} {self.ms(kind):6.2f} ms per item, {self.cpu_ms(kind):5.2f} ms of CPU"
-                         + (f"; minor page faults per item: sender {sent:4.0f}, receiver {received:4.0f}"
-                            if sent is not None and received is not None else ""))
+            lines.append(
+                f"  {label:<28} {self.ms(kind):6.2f} ms per item, {self.cpu_ms(kind):5.2f} ms of CPU"
+                + (
+                    f"; minor page faults per item: sender {sent:4.0f}, receiver {received:4.0f}"
+                    if sent is not None and received is not None
+                    else ""
+                )
+            )
         return "\n".join(lines)
 
 
-def measure_handoff(shape: Sequence[int], items: int = 32, passes: int = 3, slots: int = 4,
-                    context: str | None = None) -> HandoffReport:
+def measure_handoff(
+    shape: Sequence[int], items: int = 32, passes: int = 3, slots: int = 4, context: str | None = None
+) -> HandoffReport:
     """Hand ``items`` arrays of ``shape`` (uint8) from one sender process to this one, ``passes`` times each way,
     alternating queue / ring; the receiver copies each item out before taking the next."""
     if items < 1 or passes < 1 or slots < 1:
@@ -112,8 +131,12 @@ def measure_handoff(shape: Sequence[int], items: int = 32, passes: int = 3, slot
     for slot in range(slots):
         free.put(slot)
     done = ctx.Event()
-    sender = ctx.Process(target=_send, args=(shape, items, ring, commands, handoff, ready, free, done), daemon=True,
-                         name="handoff-sender")
+    sender = ctx.Process(
+        target=_send,
+        args=(shape, items, ring, commands, handoff, ready, free, done),
+        daemon=True,
+        name="handoff-sender",
+    )
     sender.start()
     # Copies with numpy, not torch: torch's idle intra-op threads spin, and on a small machine they take the core
     # the sender needs (and count as CPU time of the hand-over).

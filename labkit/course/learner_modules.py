@@ -45,9 +45,11 @@ def _written_by(notebook: str, path: str, name: str) -> str:
     for cell in cells:
         source = "".join(cell["source"])
         if cell["cell_type"] == "code" and source.startswith(marker):
-            return source[len(marker):].lstrip("\n")
-    raise LabkitFileNotFoundError(f"{name}.py is not in {learner_folder(notebook[:2])} and {path} has no cell that writes "
-                                  f"it: run notebook {notebook} first, which writes your version of it")
+            return source[len(marker) :].lstrip("\n")
+    raise LabkitFileNotFoundError(
+        f"{name}.py is not in {learner_folder(notebook[:2])} and {path} has no cell that writes "
+        f"it: run notebook {notebook} first, which writes your version of it"
+    )
 
 
 def learner_piece(notebook: str, name: str) -> ModuleType:
@@ -58,8 +60,9 @@ def learner_piece(notebook: str, name: str) -> ModuleType:
     path = os.path.join(folder, f"{name}.py")
     if not os.path.exists(path):
         root = clone_root() or os.getcwd()
-        write_atomic(path, _written_by(notebook, os.path.join(root, "notebooks", f"{notebook}.ipynb"), name)
-                     .encode("utf-8"))
+        write_atomic(
+            path, _written_by(notebook, os.path.join(root, "notebooks", f"{notebook}.ipynb"), name).encode("utf-8")
+        )
     return load_learner_module(name)
 
 

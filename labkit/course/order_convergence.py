@@ -72,12 +72,24 @@ class OrderRun:
 
 def _model(data: SmallImages, seed: int) -> nn.Module:
     torch.manual_seed(seed)
-    return nn.Sequential(nn.Conv2d(data.train_x.shape[1], 16, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(4),
-                         nn.Flatten(), nn.Linear(16 * 16, data.classes))
+    return nn.Sequential(
+        nn.Conv2d(data.train_x.shape[1], 16, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(4),
+        nn.Flatten(),
+        nn.Linear(16 * 16, data.classes),
+    )
 
 
-def train_in_order(data: SmallImages, name: str, make_order: OrderMaker, seed: int, epochs: int = 4,
-                   batch_size: int = 32, lr: float = 0.02) -> OrderRun:
+def train_in_order(
+    data: SmallImages,
+    name: str,
+    make_order: OrderMaker,
+    seed: int,
+    epochs: int = 4,
+    batch_size: int = 32,
+    lr: float = 0.02,
+) -> OrderRun:
     """Train a tiny CNN (the same initial weights for every order of one ``seed``) for ``epochs`` epochs, its batches
     drawn by the sampler ``make_order(n, seed)`` makes; SGD with momentum, one thread."""
     if epochs < 1 or batch_size < 1:
@@ -108,13 +120,20 @@ def train_in_order(data: SmallImages, name: str, make_order: OrderMaker, seed: i
     return run
 
 
-def compare_orders(data: SmallImages, orders: dict[str, OrderMaker], seeds: Sequence[int] = (0, 1, 2),
-                   epochs: int = 4, batch_size: int = 32) -> dict[str, list[OrderRun]]:
+def compare_orders(
+    data: SmallImages,
+    orders: dict[str, OrderMaker],
+    seeds: Sequence[int] = (0, 1, 2),
+    epochs: int = 4,
+    batch_size: int = 32,
+) -> dict[str, list[OrderRun]]:
     """Every order trained once per seed; the same seed gives every order the same initial weights."""
     if len(seeds) < 1:
         raise LabkitValueError("compare_orders needs at least one seed")
-    return {name: [train_in_order(data, name, make, seed, epochs, batch_size) for seed in seeds]
-            for name, make in orders.items()}
+    return {
+        name: [train_in_order(data, name, make, seed, epochs, batch_size) for seed in seeds]
+        for name, make in orders.items()
+    }
 
 
 def final(runs: Sequence[OrderRun], what: str = "accuracy") -> list[float]:
@@ -132,8 +151,10 @@ def plot_orders(results: dict[str, list[OrderRun]], axes: tuple[Any, Any]) -> No
     for k, (name, runs) in enumerate(results.items()):
         for ax, what in ((loss_ax, "loss"), (acc_ax, "accuracy")):
             values = np.array([getattr(r, what) for r in runs])
-            ax.plot(epochs[:values.shape[1]], np.median(values, axis=0), "o-", color=f"C{k}", label=name)
-            ax.fill_between(epochs[:values.shape[1]], values.min(axis=0), values.max(axis=0), color=f"C{k}", alpha=0.15)
+            ax.plot(epochs[: values.shape[1]], np.median(values, axis=0), "o-", color=f"C{k}", label=name)
+            ax.fill_between(
+                epochs[: values.shape[1]], values.min(axis=0), values.max(axis=0), color=f"C{k}", alpha=0.15
+            )
     loss_ax.set_ylabel("training loss (mean over the epoch)")
     acc_ax.set_ylabel("held-out accuracy")
     acc_ax.set_ylim(0, 1)

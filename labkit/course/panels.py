@@ -76,22 +76,36 @@ class LoaderRun:
     rates: tuple[float, ...] = ()  # images/s of each measured pass: their spread is the noise
 
     def row(self) -> dict[str, Any]:
-        return {**asdict(self.settings), "images/s": self.images_per_s, "step ms": self.step_ms,
-                "passes": self.passes, "seconds": round(self.seconds, 1), "note": self.note}
+        return {
+            **asdict(self.settings),
+            "images/s": self.images_per_s,
+            "step ms": self.step_ms,
+            "passes": self.passes,
+            "seconds": round(self.seconds, 1),
+            "note": self.note,
+        }
 
     def __str__(self) -> str:
         s = self.settings
-        knobs = (f"{s.storage}, {s.decoder if s.storage != DECODED_PACK else 'no decode'}, workers {s.num_workers}, "
-                 f"prefetch {s.prefetch_factor}, batch {s.batch_size}, pin {s.pin_memory}, "
-                 f"persistent {s.persistent_workers}")
+        knobs = (
+            f"{s.storage}, {s.decoder if s.storage != DECODED_PACK else 'no decode'}, workers {s.num_workers}, "
+            f"prefetch {s.prefetch_factor}, batch {s.batch_size}, pin {s.pin_memory}, "
+            f"persistent {s.persistent_workers}"
+        )
         if self.images_per_s is None:
             return f"{knobs}: refused: {self.note}"
         text = f"{knobs}: {self.images_per_s:.0f} images/s, step {self.step_ms:.1f} ms ({self.passes} passes)"
         return text + (f" [{self.note}]" if self.note else "")
 
 
-def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128, runs: int = 3,
-                     seconds: float = 5.0, size: int | None = None) -> LoaderRun:
+def measure_settings(
+    workspace: Workspace,
+    s: LoaderSettings,
+    images: int = 128,
+    runs: int = 3,
+    seconds: float = 5.0,
+    size: int | None = None,
+) -> LoaderRun:
     """Images/s of a loader with settings ``s`` over ``images`` samples of ``workspace``: what a panel run measures.
 
     The samples are spread over the data set and read in a random order; the loader comes from
@@ -111,10 +125,16 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
     sampler = SubsetRandomSampler(indices, generator=torch.Generator().manual_seed(0))
     with warnings.catch_warnings():  # more workers than cores is what the panel lets one try: the doctor says so
         warnings.simplefilter("ignore", LabkitWarning)
-        loader = make_loader(dataset, batch_size=s.batch_size, sampler=sampler, num_workers=s.num_workers,
-                             pin_memory=s.pin_memory, prefetch_factor=s.prefetch_factor if s.num_workers else None,
-                             persistent_workers=s.persistent_workers,
-                             hang_timeout=max(30.0, 4 * seconds) if s.num_workers else None)
+        loader = make_loader(
+            dataset,
+            batch_size=s.batch_size,
+            sampler=sampler,
+            num_workers=s.num_workers,
+            pin_memory=s.pin_memory,
+            prefetch_factor=s.prefetch_factor if s.num_workers else None,
+            persistent_workers=s.persistent_workers,
+            hang_timeout=max(30.0, 4 * seconds) if s.num_workers else None,
+        )
     rates: list[float] = []
     batch_images: list[float] = []  # images a batch, each pass (the last batch of a pass may be short)
     warmup = None
@@ -137,20 +157,35 @@ def measure_settings(workspace: Workspace, s: LoaderSettings, images: int = 128,
         rates, batch_images = [warmup.images_per_s], [warmup.step_s * warmup.images_per_s]
         note = "warm-up pass only (start-up included): raise seconds= for a steady-state figure"
     images_per_s = float(np.median(rates))
-    return LoaderRun(s, images_per_s, 1000 * float(np.mean(batch_images)) / images_per_s, len(rates),
-                     watch.elapsed, note, tuple(rates))
+    return LoaderRun(
+        s,
+        images_per_s,
+        1000 * float(np.mean(batch_images)) / images_per_s,
+        len(rates),
+        watch.elapsed,
+        note,
+        tuple(rates),
+    )
 
 
 def _plan(s: LoaderSettings, size: int) -> LoaderPlan:
-    return LoaderPlan(num_workers=s.num_workers, prefetch_factor=s.prefetch_factor, batch_size=s.batch_size,
-                      image=(3, size, size), pin_memory=s.pin_memory, main_threads=main_thread_budget(s.num_workers))
+    return LoaderPlan(
+        num_workers=s.num_workers,
+        prefetch_factor=s.prefetch_factor,
+        batch_size=s.batch_size,
+        image=(3, size, size),
+        pin_memory=s.pin_memory,
+        main_threads=main_thread_budget(s.num_workers),
+    )
 
 
 def _findings_html(findings: list[Finding]) -> str:
     colour = {"ok": "#2a7d2a", "warn": "#b36b00", "fail": "#b00020"}
-    items = "".join(f"<li><b style='color:{colour[f.level]}'>{f.level.upper()}</b> {html.escape(f.check)}: "
-                    f"{html.escape(f.message)}" + (f"<br><i>fix: {html.escape(f.fix)}</i>" if f.fix else "") + "</li>"
-                    for f in findings)
+    items = "".join(
+        f"<li><b style='color:{colour[f.level]}'>{f.level.upper()}</b> {html.escape(f.check)}: "
+        f"{html.escape(f.message)}" + (f"<br><i>fix: {html.escape(f.fix)}</i>" if f.fix else "") + "</li>"
+        for f in findings
+    )
     return f"<div style='font-size:85%'><b>labkit doctor, for these settings:</b><ul>{items}</ul></div>"
 
 
@@ -161,9 +196,14 @@ def _table_html(runs: list[LoaderRun]) -> str:
     rows = []
     for k, run in enumerate(runs, 1):
         r = run.row()
-        cells = [k, *(r[name] for name in KNOBS),
-                 "refused" if r["images/s"] is None else f"{r['images/s']:.0f}",
-                 "" if r["step ms"] is None else f"{r['step ms']:.1f}", r["passes"], r["note"]]
+        cells = [
+            k,
+            *(r[name] for name in KNOBS),
+            "refused" if r["images/s"] is None else f"{r['images/s']:.0f}",
+            "" if r["step ms"] is None else f"{r['step ms']:.1f}",
+            r["passes"],
+            r["note"],
+        ]
         rows.append("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     header = "<tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr>"
     return f"<table style='font-size:85%'>{header}{''.join(rows)}</table>"
@@ -200,9 +240,16 @@ class LoaderPanel:
     and /dev/shm (tests).
     """
 
-    def __init__(self, workspace: Workspace, settings: LoaderSettings | None = None, images: int = 128,
-                 runs: int = 3, seconds: float = 5.0, memory: MemoryFacts | None = None,
-                 max_workers: int | None = None) -> None:
+    def __init__(
+        self,
+        workspace: Workspace,
+        settings: LoaderSettings | None = None,
+        images: int = 128,
+        runs: int = 3,
+        seconds: float = 5.0,
+        memory: MemoryFacts | None = None,
+        max_workers: int | None = None,
+    ) -> None:
         self.workspace, self.images, self.runs, self.seconds, self.memory = workspace, images, runs, seconds, memory
         self.size = DecodedArrayDataset(workspace.decoded_pack).size[-1]
         self.history: list[LoaderRun] = []
@@ -211,13 +258,24 @@ class LoaderPanel:
         top = max_workers if max_workers is not None else 2 * usable_cpus()
         style = {"description_width": "initial"}
         self.controls: dict[str, w.ValueWidget] = {
-            "num_workers": w.IntSlider(s.num_workers, min=0, max=max(top, s.num_workers), description="num_workers",
-                                       style=style, continuous_update=False),
-            "prefetch_factor": w.IntSlider(s.prefetch_factor, min=1, max=8, description="prefetch_factor",
-                                           style=style, continuous_update=False),
-            "batch_size": w.SelectionSlider(options=sorted(set(BATCH_SIZES) | {s.batch_size}), value=s.batch_size,
-                                            description="batch_size", style=style,
-                                            continuous_update=False),
+            "num_workers": w.IntSlider(
+                s.num_workers,
+                min=0,
+                max=max(top, s.num_workers),
+                description="num_workers",
+                style=style,
+                continuous_update=False,
+            ),
+            "prefetch_factor": w.IntSlider(
+                s.prefetch_factor, min=1, max=8, description="prefetch_factor", style=style, continuous_update=False
+            ),
+            "batch_size": w.SelectionSlider(
+                options=sorted(set(BATCH_SIZES) | {s.batch_size}),
+                value=s.batch_size,
+                description="batch_size",
+                style=style,
+                continuous_update=False,
+            ),
             "pin_memory": w.Checkbox(s.pin_memory, description="pin_memory"),
             "persistent_workers": w.Checkbox(s.persistent_workers, description="persistent_workers"),
             # the decoder registry's names, read when the panel is built: a decoder added there shows up here
@@ -235,8 +293,9 @@ class LoaderPanel:
         self._refresh_doctor()
         sliders = w.VBox([self.controls[k] for k in ("num_workers", "prefetch_factor", "batch_size")])
         switches = w.VBox([self.controls[k] for k in ("pin_memory", "persistent_workers", "decoder", "storage")])
-        self.widget = w.VBox([w.HBox([sliders, switches]), w.HBox([self.button, self.status]), self.doctor,
-                              self.plot_out, self.table])
+        self.widget = w.VBox(
+            [w.HBox([sliders, switches]), w.HBox([self.button, self.status]), self.doctor, self.plot_out, self.table]
+        )
 
     # -- state ----------------------------------------------------------------------------------------
     @property
@@ -274,8 +333,11 @@ class LoaderPanel:
         if changed and "storage" not in changed:  # a new storage is a new series along the same axis
             self.x_knob = changed[0]
         reason = self.refusal(settings)
-        record = (LoaderRun(settings, None, None, 0, 0.0, reason) if reason
-                  else measure_settings(self.workspace, settings, self.images, self.runs, self.seconds, self.size))
+        record = (
+            LoaderRun(settings, None, None, 0, 0.0, reason)
+            if reason
+            else measure_settings(self.workspace, settings, self.images, self.runs, self.seconds, self.size)
+        )
         self.history.append(record)
         self.table.value = _table_html(self.history)
         if record.images_per_s is not None:
@@ -302,8 +364,9 @@ class LoaderPanel:
             xs_plot = [int(x) if isinstance(x, bool) else x for x in xs]
             ax.plot(xs_plot, ys, "o", label=storage)
             ax.annotate(f"{ys[-1]:.0f}", (xs_plot[-1], ys[-1]), textcoords="offset points", xytext=(5, 5))
-        ax.set_xlabel(self.x_knob + (" (0 = off, 1 = on)" if self.x_knob in ("pin_memory", "persistent_workers")
-                                     else ""))
+        ax.set_xlabel(
+            self.x_knob + (" (0 = off, 1 = on)" if self.x_knob in ("pin_memory", "persistent_workers") else "")
+        )
         numbers = [x for xs, _ in self.plot_data().values() for x in xs]
         if self.x_knob in ("num_workers", "prefetch_factor", "batch_size") and numbers:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -353,14 +416,24 @@ class SamplerPanel:
     the scores are `labkit.samplers.order_scores.score_order` of epoch 0's order.
     """
 
-    def __init__(self, labels: Sequence[int], offsets: Sequence[int], lengths: Sequence[int], batch_size: int = 32,
-                 block_size: int = 16, window: int = 4, seed: int = 0, page_size: int = 1 << 20) -> None:
+    def __init__(
+        self,
+        labels: Sequence[int],
+        offsets: Sequence[int],
+        lengths: Sequence[int],
+        batch_size: int = 32,
+        block_size: int = 16,
+        window: int = 4,
+        seed: int = 0,
+        page_size: int = 1 << 20,
+    ) -> None:
         self.labels, self.offsets, self.lengths = np.asarray(labels), np.asarray(offsets), np.asarray(lengths)
         self.batch_size, self.seed, self.page_size = batch_size, seed, page_size
         n = len(self.labels)
         sizes = sorted({min(2**k, n) for k in range(n.bit_length() + 1)} | {block_size})
-        self.block_slider = w.SelectionSlider(options=sizes, value=block_size, description="block_size",
-                                                continuous_update=False)
+        self.block_slider = w.SelectionSlider(
+            options=sizes, value=block_size, description="block_size", continuous_update=False
+        )
         self.window_slider = w.IntSlider(window, min=1, max=16, description="window", continuous_update=False)
         self.scores_html = w.HTML()
         self.plot_out = w.Output()
@@ -374,8 +447,7 @@ class SamplerPanel:
     def _compute(self) -> OrderScores:
         sampler = BlockShuffleSampler(len(self.labels), self.block_slider.value, self.window_slider.value, self.seed)
         self.order = sampler.order(0)
-        self.scores = score_order(self.order, self.labels, self.offsets, self.lengths, self.batch_size,
-                                  self.page_size)
+        self.scores = score_order(self.order, self.labels, self.offsets, self.lengths, self.batch_size, self.page_size)
         self.scores_html.value = html.escape(self.describe())
         return self.scores
 
@@ -397,9 +469,11 @@ class SamplerPanel:
 
     def describe(self) -> str:
         s = self.scores
-        return (f"block_size {self.block_slider.value}, window {self.window_slider.value}: class entropy per batch "
-                f"{s.class_entropy:.2f} (1 = every batch as mixed as it can be), displacement {s.displacement:.2f} "
-                f"(random ≈ 0.33), {s.pages_per_batch:.1f} pages of {self.page_size >> 20} MiB touched per batch")
+        return (
+            f"block_size {self.block_slider.value}, window {self.window_slider.value}: class entropy per batch "
+            f"{s.class_entropy:.2f} (1 = every batch as mixed as it can be), displacement {s.displacement:.2f} "
+            f"(random ≈ 0.33), {s.pages_per_batch:.1f} pages of {self.page_size >> 20} MiB touched per batch"
+        )
 
     def figure(self) -> Figure:
         """Left: the class of every sample in each batch. Right: where in the file each read lands."""
@@ -412,8 +486,15 @@ class SamplerPanel:
         left.set_ylabel("batch")
         left.set_title("class of each sample, batch by batch")
         positions = np.arange(len(self.order))
-        right.scatter(positions, self.offsets[np.asarray(self.order)] / 2**20, s=4, c=self.labels[self.order],
-                      cmap="tab10", vmin=0, vmax=9)
+        right.scatter(
+            positions,
+            self.offsets[np.asarray(self.order)] / 2**20,
+            s=4,
+            c=self.labels[self.order],
+            cmap="tab10",
+            vmin=0,
+            vmax=9,
+        )
         right.set_xlabel("position in the epoch (samples)")
         right.set_ylabel("offset in the pack (MiB)")
         right.set_title("where each read lands")
@@ -440,22 +521,33 @@ class Checklist:
     so the cell after the list runs what the learner ticked; ``select`` sets them from code.
     """
 
-    def __init__(self, options: Sequence[tuple[str, str]], selected: Sequence[str] = (),
-                 unavailable: dict[str, str] | None = None, description: str = "") -> None:
+    def __init__(
+        self,
+        options: Sequence[tuple[str, str]],
+        selected: Sequence[str] = (),
+        unavailable: dict[str, str] | None = None,
+        description: str = "",
+    ) -> None:
         self.unavailable = dict(unavailable or {})
         ids = [option for option, _ in options]
         unknown = (set(selected) | set(self.unavailable)) - set(ids)
         if unknown:
             raise LabkitValueError(f"{sorted(unknown)} not among the options {ids}")
         self.boxes: dict[str, w.Checkbox] = {
-            option: w.Checkbox(False, description=f"{option}: {label}" + (f" ({self.unavailable[option]})"
-                                                                            if option in self.unavailable else ""),
-                               disabled=option in self.unavailable, indent=False,
-                               layout=w.Layout(width="auto"))
-            for option, label in options}
+            option: w.Checkbox(
+                False,
+                description=f"{option}: {label}"
+                + (f" ({self.unavailable[option]})" if option in self.unavailable else ""),
+                disabled=option in self.unavailable,
+                indent=False,
+                layout=w.Layout(width="auto"),
+            )
+            for option, label in options
+        }
         self.select(selected)
-        self.widget = w.VBox(([w.HTML(f"<b>{html.escape(description)}</b>")] if description else [])
-                             + list(self.boxes.values()))
+        self.widget = w.VBox(
+            ([w.HTML(f"<b>{html.escape(description)}</b>")] if description else []) + list(self.boxes.values())
+        )
 
     @property
     def selected(self) -> list[str]:

@@ -43,7 +43,6 @@ class _Wrapper(PassThrough, Dataset):
         return len(self.dataset)  # type: ignore[arg-type]
 
 
-
 def wait_for_dead_mount(seconds: float) -> None:
     """Stands in for a read from a network file system that stopped answering: it just does not return."""
     time.sleep(seconds)
@@ -74,8 +73,9 @@ class KilledAt(_Wrapper):
     def __getitem__(self, index: int) -> Any:
         if index in self.indices:
             if get_worker_info() is None:
-                raise LabkitRuntimeError(f"KilledAt would kill the main process at sample {index}: "
-                                   "use it with num_workers >= 1")
+                raise LabkitRuntimeError(
+                    f"KilledAt would kill the main process at sample {index}: use it with num_workers >= 1"
+                )
             os.kill(os.getpid(), getattr(signal, "SIGKILL", signal.SIGTERM))
         return self.dataset[index]
 

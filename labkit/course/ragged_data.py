@@ -48,16 +48,26 @@ class ShapesDetectionDataset(Dataset):
     torchvision's detection models take. ``len`` is the pack's, or ``n`` if smaller.
     """
 
-    def __init__(self, pack_path: PathLike, n: int = 0, min_side: int = 96, max_side: int = 224,
-                 max_objects: int = 4, seed: int = 0, decoder: str = "pil-reduced") -> None:
+    def __init__(
+        self,
+        pack_path: PathLike,
+        n: int = 0,
+        min_side: int = 96,
+        max_side: int = 224,
+        max_objects: int = 4,
+        seed: int = 0,
+        decoder: str = "pil-reduced",
+    ) -> None:
         if not 16 <= min_side <= max_side:
             raise LabkitValueError(f"need 16 <= min_side <= max_side, got min_side={min_side}, max_side={max_side}")
         if max_objects < 1:
             raise LabkitValueError(f"max_objects must be >= 1, got {max_objects}")
         self.reader = PackReader(pack_path)
         if self.reader.kind != "encoded":
-            raise LabkitValueError(f"{self.reader.path}: holds decoded arrays of one size; pass the encoded pack, whose "
-                             "images ShapesDetectionDataset decodes at a different size each")
+            raise LabkitValueError(
+                f"{self.reader.path}: holds decoded arrays of one size; pass the encoded pack, whose "
+                "images ShapesDetectionDataset decodes at a different size each"
+            )
         self.n = len(self.reader) if n <= 0 else min(n, len(self.reader))
         self.min_side, self.max_side, self.max_objects = min_side, max_side, max_objects
         self.seed, self.decoder = seed, decoder
@@ -88,12 +98,16 @@ class ShapesDetectionDataset(Dataset):
             boxes.append(box)
             labels.append(label)
         tensor = torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1).contiguous()
-        return tensor, {"boxes": torch.tensor(boxes, dtype=torch.float32),
-                        "labels": torch.tensor(labels, dtype=torch.int64)}
+        return tensor, {
+            "boxes": torch.tensor(boxes, dtype=torch.float32),
+            "labels": torch.tensor(labels, dtype=torch.int64),
+        }
 
     def __repr__(self) -> str:
-        return (f"ShapesDetectionDataset({os.path.basename(self.reader.path)!r}, {self.n} images of "
-                f"{self.min_side}..{self.max_side} px, up to {self.max_objects} objects)")
+        return (
+            f"ShapesDetectionDataset({os.path.basename(self.reader.path)!r}, {self.n} images of "
+            f"{self.min_side}..{self.max_side} px, up to {self.max_objects} objects)"
+        )
 
 
 class TokenSequenceDataset(Dataset):
@@ -104,11 +118,14 @@ class TokenSequenceDataset(Dataset):
     ``lengths`` gives every sample's length without making it (for grouping by length).
     """
 
-    def __init__(self, n: int = 512, vocab: int = 1000, min_len: int = 4, max_len: int = 128,
-                 classes: int = 2, seed: int = 0) -> None:
+    def __init__(
+        self, n: int = 512, vocab: int = 1000, min_len: int = 4, max_len: int = 128, classes: int = 2, seed: int = 0
+    ) -> None:
         if n < 1 or vocab < 2 or classes < 1 or not 1 <= min_len <= max_len:
-            raise LabkitValueError(f"need n >= 1, vocab >= 2, classes >= 1 and 1 <= min_len <= max_len; got n={n}, "
-                             f"vocab={vocab}, classes={classes}, min_len={min_len}, max_len={max_len}")
+            raise LabkitValueError(
+                f"need n >= 1, vocab >= 2, classes >= 1 and 1 <= min_len <= max_len; got n={n}, "
+                f"vocab={vocab}, classes={classes}, min_len={min_len}, max_len={max_len}"
+            )
         self.n, self.vocab, self.classes, self.seed = n, vocab, classes, seed
         median = np.sqrt(min_len * max_len) / 2
         spread = np.random.default_rng([seed, n]).lognormal(np.log(median), 0.6, size=n)
@@ -132,12 +149,15 @@ class RandomGraphDataset(Dataset):
     are listed in both directions, as message-passing libraries expect.
     """
 
-    def __init__(self, n: int = 256, min_nodes: int = 4, max_nodes: int = 24, features: int = 8,
-                 classes: int = 2, seed: int = 0) -> None:
+    def __init__(
+        self, n: int = 256, min_nodes: int = 4, max_nodes: int = 24, features: int = 8, classes: int = 2, seed: int = 0
+    ) -> None:
         if n < 1 or features < 1 or classes < 1 or not 3 <= min_nodes <= max_nodes:
-            raise LabkitValueError(f"need n >= 1, features >= 1, classes >= 1 and 3 <= min_nodes <= max_nodes; got "
-                             f"n={n}, features={features}, classes={classes}, min_nodes={min_nodes}, "
-                             f"max_nodes={max_nodes}")
+            raise LabkitValueError(
+                f"need n >= 1, features >= 1, classes >= 1 and 3 <= min_nodes <= max_nodes; got "
+                f"n={n}, features={features}, classes={classes}, min_nodes={min_nodes}, "
+                f"max_nodes={max_nodes}"
+            )
         self.n, self.min_nodes, self.max_nodes = n, min_nodes, max_nodes
         self.features, self.classes, self.seed = features, classes, seed
 
@@ -156,6 +176,8 @@ class RandomGraphDataset(Dataset):
         dst = np.concatenate([(ring + 1) % nodes, chords[1]])
         keep = src != dst  # no self-loops
         edges = np.stack([np.concatenate([src[keep], dst[keep]]), np.concatenate([dst[keep], src[keep]])])
-        return {"x": torch.from_numpy(rng.standard_normal((nodes, self.features)).astype(np.float32)),
-                "edge_index": torch.from_numpy(edges.astype(np.int64)),
-                "y": torch.tensor(label, dtype=torch.int64)}
+        return {
+            "x": torch.from_numpy(rng.standard_normal((nodes, self.features)).astype(np.float32)),
+            "edge_index": torch.from_numpy(edges.astype(np.int64)),
+            "y": torch.tensor(label, dtype=torch.int64),
+        }

@@ -34,13 +34,22 @@ def steps_per_epoch(dataset: Sized, batch: int) -> int:
     return math.ceil(len(dataset) / batch)
 
 
-def train(pack: str, checkpoint: str, epochs: int = 2, batch_size: int = 16, num_workers: int = 2, every: int = 3,
-          step_s: float = 0.02, seed: int = 0) -> torch.Tensor:
+def train(
+    pack: str,
+    checkpoint: str,
+    epochs: int = 2,
+    batch_size: int = 16,
+    num_workers: int = 2,
+    every: int = 3,
+    step_s: float = 0.02,
+    seed: int = 0,
+) -> torch.Tensor:
     """Train (or resume) to the end; return the model: times each sample was trained on, per epoch."""
     dataset = IndexedDataset(DecodedArrayDataset(pack))
     sampler = BlockShuffleSampler.for_batches(len(dataset), batch_size, seed=seed)
-    loader = make_loader(dataset, batch_size=batch_size, sampler=sampler,
-                         num_workers=num_workers, persistent_workers=False)
+    loader = make_loader(
+        dataset, batch_size=batch_size, sampler=sampler, num_workers=num_workers, persistent_workers=False
+    )
     seen = torch.zeros(epochs, len(dataset), dtype=torch.int32)
     if os.path.exists(checkpoint):
         state = load_checkpoint(checkpoint)
@@ -57,8 +66,16 @@ def train(pack: str, checkpoint: str, epochs: int = 2, batch_size: int = 16, num
             print(f"step {epoch} {step}", flush=True)
             if step % every == 0 or step == steps_per_epoch(dataset, batch_size):
                 handed_out = loader.sampler.state_dict()["position"]
-                save_checkpoint({"seen": seen, "loader": loader.state_dict(), "epoch": epoch, "step": step,
-                                 "handed_out": handed_out}, checkpoint)
+                save_checkpoint(
+                    {
+                        "seen": seen,
+                        "loader": loader.state_dict(),
+                        "epoch": epoch,
+                        "step": step,
+                        "handed_out": handed_out,
+                    },
+                    checkpoint,
+                )
                 print(f"checkpoint {epoch} {step} {handed_out}", flush=True)
     print("done", flush=True)
     return seen

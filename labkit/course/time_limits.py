@@ -34,6 +34,7 @@ def time_limit(seconds: float, what: str = "this block") -> Iterator[None]:
         raise LabkitRuntimeError("time_limit interrupts the main thread: use it there (a notebook cell runs there)")
     message = f"{what} ran past its time limit of {seconds:g} s and was stopped"
     if HAS_ALARM:
+
         def _expire(signum: int, frame: object) -> None:
             raise TimeLimitExceeded(message)
 

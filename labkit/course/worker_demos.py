@@ -104,8 +104,9 @@ class BatchWaits:
         return ordered[min(len(ordered) - 1, max(0, int(round(q / 100 * len(ordered))) - 1))]
 
 
-def time_batch_waits(loader: Iterable[Any], step_s: float = 0.0, key: Callable[[Any], Any] | None = None,
-                     startup_batches: int = 1) -> BatchWaits:
+def time_batch_waits(
+    loader: Iterable[Any], step_s: float = 0.0, key: Callable[[Any], Any] | None = None, startup_batches: int = 1
+) -> BatchWaits:
     """Iterate one epoch of ``loader``, sleeping ``step_s`` after every batch (a training step that leaves the CPU
     to the workers, as one on a GPU does), and time the wait for each batch.
 

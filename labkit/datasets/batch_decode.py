@@ -62,7 +62,7 @@ class BatchDecoder:
         torch's kernels must run on one thread each: see below), and what each returned, in share order; the first
         exception any raised is raised here."""
         threads = max(1, min(threads_here(self.threads), len(rows)))
-        shares = [rows[k * len(rows) // threads:(k + 1) * len(rows) // threads] for k in range(threads)]
+        shares = [rows[k * len(rows) // threads : (k + 1) * len(rows) // threads] for k in range(threads)]
         results: list[Any] = [None] * threads
         raised: list[BaseException] = []
         # torch's kernels (the resize) each start torch.get_num_threads() OpenMP threads: with several decode threads
@@ -81,8 +81,9 @@ class BatchDecoder:
                 raised.append(error)
 
         first = 0 if serial_kernels else 1
-        helpers = [threading.Thread(target=run, args=(k,), name="labkit-decode", daemon=True)
-                   for k in range(first, threads)]
+        helpers = [
+            threading.Thread(target=run, args=(k,), name="labkit-decode", daemon=True) for k in range(first, threads)
+        ]
         for helper in helpers:
             helper.start()
         if not serial_kernels:
@@ -95,10 +96,12 @@ class BatchDecoder:
             raise raised[0]
         return results
 
-    def load_rows(self, batch: torch.Tensor, rows: Sequence[int], load: Callable[[int], torch.Tensor],
-                  failures: tuple[type, ...]) -> list[int]:
+    def load_rows(
+        self, batch: torch.Tensor, rows: Sequence[int], load: Callable[[int], torch.Tensor], failures: tuple[type, ...]
+    ) -> list[int]:
         """Row ``k`` of ``batch`` = ``load(k)`` for each of ``rows`` (one call a sample: the path for decoders and
         storage without a batch loop of their own); the rows whose load raised one of ``failures``."""
+
         def work(share: Sequence[int]) -> list[int]:
             failed = []
             for k in share:
@@ -107,21 +110,31 @@ class BatchDecoder:
                 except failures:
                     failed.append(k)
             return failed
+
         return sorted(k for failed in self.map_shares(work, rows) for k in failed)
 
-    def crop_rows(self, batch: torch.Tensor, rows: Sequence[int], sources: Sequence[Source], boxes_for: BoxesFor,
-                  crop_share: ShareCropper, max_pixels: int) -> ShareOutcome:
+    def crop_rows(
+        self,
+        batch: torch.Tensor,
+        rows: Sequence[int],
+        sources: Sequence[Source],
+        boxes_for: BoxesFor,
+        crop_share: ShareCropper,
+        max_pixels: int,
+    ) -> ShareOutcome:
         """Each of ``rows`` of ``batch`` cropped from ``sources`` by a decoder's own batch loop (``crop_share``,
         `labkit.decode.batch_crop`): the rows that failed, and those it handed back for the per-sample path."""
         outcomes = self.map_shares(lambda share: crop_share(share, sources, boxes_for, batch, max_pixels), rows)
-        return ShareOutcome(sorted(k for o in outcomes for k in o.failed),
-                            sorted(k for o in outcomes for k in o.handed_back))
+        return ShareOutcome(
+            sorted(k for o in outcomes for k in o.failed), sorted(k for o in outcomes for k in o.handed_back)
+        )
 
 
 def batch_tensor(rows: int, image_shape: tuple[int, ...], out: torch.Tensor | None = None) -> torch.Tensor:
     """A uint8 batch of ``rows`` images of ``image_shape``: ``out`` (a batch slot) where given, checked, else new."""
     shape = (rows, *image_shape)
     if out is not None and (tuple(out.shape) != shape or out.dtype != torch.uint8):
-        raise LabkitValueError(f"out is a {out.dtype} tensor of shape {tuple(out.shape)}; this batch needs uint8 "
-                               f"{shape}")
+        raise LabkitValueError(
+            f"out is a {out.dtype} tensor of shape {tuple(out.shape)}; this batch needs uint8 {shape}"
+        )
     return batch_buffer(shape) if out is None else out

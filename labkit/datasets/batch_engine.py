@@ -46,7 +46,9 @@ class BatchEngine:
         self.decoder = BatchDecoder(threads)
 
     def __repr__(self) -> str:
-        return f"BatchEngine(on_error={self.on_error!r}, threads={self.threads if self.threads is not None else 'auto'})"
+        return (
+            f"BatchEngine(on_error={self.on_error!r}, threads={self.threads if self.threads is not None else 'auto'})"
+        )
 
     @property
     def threads(self) -> int | None:
@@ -76,8 +78,12 @@ class BatchEngine:
             image = dataset.load_raw(dataset.read_raw(index), index, epoch)
         except LOAD_ERRORS as e:
             path = dataset.sample_path(index)
-            raise SampleError(f"sample {index} ({path!r}): {e}. Remove or replace the file, or pass on_error='skip' "
-                              "to substitute another sample and record it in .skipped", index, path) from e
+            raise SampleError(
+                f"sample {index} ({path!r}): {e}. Remove or replace the file, or pass on_error='skip' "
+                "to substitute another sample and record it in .skipped",
+                index,
+                path,
+            ) from e
         if dataset.transform is not None:
             image = dataset.transform(image)
         return image, int(dataset.labels[index])
@@ -90,8 +96,9 @@ class BatchEngine:
             return self.load(dataset, index, epoch)
         return self.skips.fetch(index, len(dataset), lambda i: self.load(dataset, i, epoch), dataset.sample_path)
 
-    def batch(self, dataset: LabeledImageDataset, indices: Sequence[int],
-              out: torch.Tensor | None = None) -> list[Sample]:
+    def batch(
+        self, dataset: LabeledImageDataset, indices: Sequence[int], out: torch.Tensor | None = None
+    ) -> list[Sample]:
         """``dataset.__getitems__(indices)``: samples in the order asked, read in storage order; the images the rows of
         one uint8 tensor (``out`` where given) where every image has one shape and there is no ``transform``."""
         checked = self.check_indices(dataset, indices)
@@ -116,8 +123,9 @@ class BatchEngine:
             batch[k].copy_(image)
         return list(zip(batch, labels))
 
-    def _decode_rows(self, dataset: LabeledImageDataset, batch: torch.Tensor, order: list[int], rows: np.ndarray,
-                     epochs: np.ndarray) -> list[int]:
+    def _decode_rows(
+        self, dataset: LabeledImageDataset, batch: torch.Tensor, order: list[int], rows: np.ndarray, epochs: np.ndarray
+    ) -> list[int]:
         """Rows ``order`` of ``batch`` decoded from samples ``rows`` in ``epochs``: read once, decoded by each thread's
         share; the rows that failed."""
         try:
@@ -126,8 +134,9 @@ class BatchEngine:
             sources = None
         crop_share = dataset.crop_share if sources is not None else None
         if crop_share is not None:
-            left = self.decoder.crop_rows(batch, order, sources, self._boxes_for(dataset, rows, epochs), crop_share,
-                                          dataset.max_pixels)
+            left = self.decoder.crop_rows(
+                batch, order, sources, self._boxes_for(dataset, rows, epochs), crop_share, dataset.max_pixels
+            )
             failed, apart = left.failed, left.handed_back
         else:
             failed, apart = [], order
@@ -139,6 +148,7 @@ class BatchEngine:
             index = int(rows[k])
             raw = dataset.read_raw(index) if source is None or isinstance(source, str) else source
             return dataset.load_raw(raw, index, int(epochs[k]))
+
         return sorted(failed + self.decoder.load_rows(batch, apart, load, LOAD_ERRORS))
 
     @staticmethod

@@ -62,15 +62,26 @@ class ImageFilesDataset(EncodedImages, LabeledImageDataset):
 
     fills_batches = True
 
-    def __init__(self, files: Sequence[PathLike], labels: Sequence[Any], classes: Sequence[str] | None = None,
-                 decoder: str | None = None, size: Size = OUTPUT_SIZE,
-                 transform: Callable[[torch.Tensor], Any] | None = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, crop: Crop | None = None, decode_threads: int | None = None,
-                 root: PathLike = "") -> None:
+    def __init__(
+        self,
+        files: Sequence[PathLike],
+        labels: Sequence[Any],
+        classes: Sequence[str] | None = None,
+        decoder: str | None = None,
+        size: Size = OUTPUT_SIZE,
+        transform: Callable[[torch.Tensor], Any] | None = None,
+        on_error: str = "raise",
+        max_pixels: int = MAX_PIXELS,
+        crop: Crop | None = None,
+        decode_threads: int | None = None,
+        root: PathLike = "",
+    ) -> None:
         super().__init__(transform, on_error, crop, decode_threads)
         if isinstance(files, (str, bytes, os.PathLike)):
-            raise LabkitTypeError(f"files={files!r} is one path: give a list of image files (an ImageFolder goes "
-                                  "to ImageFolderDataset, a pack to PackedDataset)")
+            raise LabkitTypeError(
+                f"files={files!r} is one path: give a list of image files (an ImageFolder goes "
+                "to ImageFolderDataset, a pack to PackedDataset)"
+            )
         if len(files) != len(labels):
             raise LabkitValueError(f"{len(files)} files but {len(labels)} labels: one label per file")
         self.root = os.fspath(root)
@@ -93,19 +104,39 @@ class ImageFilesDataset(EncodedImages, LabeledImageDataset):
         return [path if path[:1] == "/" else prefix + path for path in paths]
 
     def __repr__(self) -> str:
-        return (f"{type(self).__name__}({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
-                f"decoder={self.decoder!r}, size={self.size}{crop_note(self.crop, self.decoder)})")
+        return (
+            f"{type(self).__name__}({self.root!r}, {len(self)} images, {len(self.classes)} classes, "
+            f"decoder={self.decoder!r}, size={self.size}{crop_note(self.crop, self.decoder)})"
+        )
 
 
 class ImageFolderDataset(ImageFilesDataset):
     """Images in an ImageFolder tree (``root/<class>/<file>``), decoded by ``decoder`` (default: the fastest
     installed, `labkit.decode.registry.preferred_decoder`) to ``size``."""
 
-    def __init__(self, root: PathLike, decoder: str | None = None, size: Size = OUTPUT_SIZE,
-                 transform: Callable[[torch.Tensor], Any] | None = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, crop: Crop | None = None,
-                 decode_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        root: PathLike,
+        decoder: str | None = None,
+        size: Size = OUTPUT_SIZE,
+        transform: Callable[[torch.Tensor], Any] | None = None,
+        on_error: str = "raise",
+        max_pixels: int = MAX_PIXELS,
+        crop: Crop | None = None,
+        decode_threads: int | None = None,
+    ) -> None:
         check_on_error(on_error)  # before the scan, which may take minutes on a large folder
         index = scan_image_folder(root)
-        super().__init__(index.relpaths, index.labels, index.classes, decoder, size, transform, on_error, max_pixels,
-                         crop, decode_threads, root=index.root)
+        super().__init__(
+            index.relpaths,
+            index.labels,
+            index.classes,
+            decoder,
+            size,
+            transform,
+            on_error,
+            max_pixels,
+            crop,
+            decode_threads,
+            root=index.root,
+        )

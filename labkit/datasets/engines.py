@@ -43,9 +43,11 @@ def record_bytes(value: Any, where: str) -> bytes:
         return value.tobytes()
     if isinstance(value, dict) and isinstance(value.get("bytes"), (bytes, bytearray)):  # datasets' Image(decode=False)
         return bytes(value["bytes"])
-    raise LabkitTypeError(f"{where} holds a {type(value).__name__}, not the encoded image: store the file's bytes "
-                          "(MDS: a 'bytes' column, not 'jpeg'; Hugging Face: cast_column(name, Image(decode=False)); "
-                          "WebDataset: no .decode()), so labkit's decoder decodes it")
+    raise LabkitTypeError(
+        f"{where} holds a {type(value).__name__}, not the encoded image: store the file's bytes "
+        "(MDS: a 'bytes' column, not 'jpeg'; Hugging Face: cast_column(name, Image(decode=False)); "
+        "WebDataset: no .decode()), so labkit's decoder decodes it"
+    )
 
 
 def _field(record: Any, key: Key, where: str) -> Any:
@@ -53,8 +55,10 @@ def _field(record: Any, key: Key, where: str) -> Any:
         return record[key]
     except (KeyError, IndexError, TypeError):
         keys = list(record.keys()) if isinstance(record, dict) else f"{len(record)} fields"
-        raise LabkitKeyError(f"{where} has no field {key!r} (it has {keys}): pass image_key= and label_key= with "
-                             "the names its writer used") from None
+        raise LabkitKeyError(
+            f"{where} has no field {key!r} (it has {keys}): pass image_key= and label_key= with "
+            "the names its writer used"
+        ) from None
 
 
 class _RecordLabels:
@@ -91,14 +95,26 @@ class RecordDataset(EncodedImages, LabeledImageDataset):
 
     fills_batches = True
 
-    def __init__(self, records: Any, image_key: Key = "image", label_key: Key = "label",
-                 classes: Sequence[str] | None = None, decoder: str | None = None, size: Size = OUTPUT_SIZE,
-                 transform: Callable[[torch.Tensor], Any] | None = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, crop: Crop | None = None, decode_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        records: Any,
+        image_key: Key = "image",
+        label_key: Key = "label",
+        classes: Sequence[str] | None = None,
+        decoder: str | None = None,
+        size: Size = OUTPUT_SIZE,
+        transform: Callable[[torch.Tensor], Any] | None = None,
+        on_error: str = "raise",
+        max_pixels: int = MAX_PIXELS,
+        crop: Crop | None = None,
+        decode_threads: int | None = None,
+    ) -> None:
         super().__init__(transform, on_error, crop, decode_threads)
         if not (hasattr(records, "__len__") and hasattr(records, "__getitem__")):
-            raise LabkitTypeError(f"{type(records).__name__} has no length or no random access: a stream "
-                                  "(webdataset.WebDataset) goes through decode_stream instead")
+            raise LabkitTypeError(
+                f"{type(records).__name__} has no length or no random access: a stream "
+                "(webdataset.WebDataset) goes through decode_stream instead"
+            )
         self.records, self.image_key, self.label_key = records, image_key, label_key
         self.labels = _RecordLabels(self)  # type: ignore[assignment]
         if classes is None:
@@ -120,8 +136,10 @@ class RecordDataset(EncodedImages, LabeledImageDataset):
         return record_bytes(_field(record, self.image_key, where), f"{where}[{self.image_key!r}]")
 
     def __repr__(self) -> str:
-        return (f"RecordDataset({type(self.records).__name__}, {len(self)} samples, {len(self.classes)} classes, "
-                f"decoder={self.decoder!r}, size={self.size})")
+        return (
+            f"RecordDataset({type(self.records).__name__}, {len(self)} samples, {len(self.classes)} classes, "
+            f"decoder={self.decoder!r}, size={self.size})"
+        )
 
 
 def stream_key(sample: Any, position: int) -> int:
@@ -131,17 +149,25 @@ def stream_key(sample: Any, position: int) -> int:
     return zlib.crc32(str(key).encode()) if key is not None else position
 
 
-def decode_stream(samples: Iterable[Any], image_key: Key = "jpg", label_key: Key = "cls",
-                  decoder: str | None = None, size: Size = OUTPUT_SIZE, crop: Crop | None = None,
-                  epoch: int = 0, max_pixels: int = MAX_PIXELS) -> Iterator[tuple[torch.Tensor, int]]:
+def decode_stream(
+    samples: Iterable[Any],
+    image_key: Key = "jpg",
+    label_key: Key = "cls",
+    decoder: str | None = None,
+    size: Size = OUTPUT_SIZE,
+    crop: Crop | None = None,
+    epoch: int = 0,
+    max_pixels: int = MAX_PIXELS,
+) -> Iterator[tuple[torch.Tensor, int]]:
     """Each sample of a stream as (uint8 C×H×W image, label), decoded by labkit: ``crop``'s box drawn from
     (its seed, ``epoch``, the sample's key), else resized to ``size``. Labels may be stored as text
     (WebDataset's ``.cls`` files hold ``b"3"``)."""
     name = preferred_decoder() if decoder is None else decoder
     decode, hw = get_decoder(name), output_hw(size, 256, crop)
     for position, sample in enumerate(samples):
-        where = f"sample {position} of the stream" + (f" ({sample['__key__']})" if isinstance(sample, dict)
-                                                    and "__key__" in sample else "")
+        where = f"sample {position} of the stream" + (
+            f" ({sample['__key__']})" if isinstance(sample, dict) and "__key__" in sample else ""
+        )
         data = record_bytes(_field(sample, image_key, where), f"{where}[{image_key!r}]")
         label = _field(sample, label_key, where)
         label = int(label.decode() if isinstance(label, (bytes, bytearray)) else label)
@@ -149,4 +175,3 @@ def decode_stream(samples: Iterable[Any], image_key: Key = "jpg", label_key: Key
             yield decode(data, hw, max_pixels), label
         else:
             yield crop.decode(data, stream_key(sample, position), epoch, name, max_pixels), label
-

@@ -38,8 +38,14 @@ class FetchLoggedDataset(PassThrough, Dataset):
 
     def _note(self, event: str, indices: list[int], **extra: float) -> None:
         info = get_worker_info()
-        record: dict[str, Any] = {"worker": info.id if info else -1, "pid": os.getpid(), "event": event,
-                                  "indices": indices, "time": timestamp(), **extra}
+        record: dict[str, Any] = {
+            "worker": info.id if info else -1,
+            "pid": os.getpid(),
+            "event": event,
+            "indices": indices,
+            "time": timestamp(),
+            **extra,
+        }
         self.log.append(record)
 
     def __getitem__(self, index: int) -> Any:

@@ -1,11 +1,11 @@
 """Iterable datasets over shards and live streams (seed section 4.2).
 
-An ``IterableDataset`` is copied into every DataLoader worker and every rank; each copy runs
-``__iter__`` from the start. Unless the dataset splits the work itself, every record comes
-out ``num_workers × world_size`` times — `NaiveIterableDataset` is that bug, kept to show it.
-`ShardedIterableDataset` splits by (rank, worker) so each record comes out exactly once
-per epoch, and every rank gets the same number of records (a rank that runs short hangs DDP); `LiveStreamDataset` reads records another process produces, through a bounded
-queue, and ends the epoch cleanly when the producer stops.
+An ``IterableDataset`` is copied into every DataLoader worker and every rank; each copy runs ``__iter__`` from the
+start. Unless the dataset splits the work itself, every record comes out ``num_workers × world_size`` times —
+`NaiveIterableDataset` is that bug, kept to show it. `ShardedIterableDataset` splits by (rank, worker) so each record
+comes out exactly once per epoch, and every rank gets the same number of records (a rank that runs short hangs DDP);
+`LiveStreamDataset` reads records another process produces, through a bounded queue, and ends the epoch cleanly when the
+producer stops.
 """
 
 from __future__ import annotations
@@ -76,8 +76,7 @@ class EpochPlan:
         return counts
 
     def __str__(self) -> str:
-        text = (f"epoch {self.epoch}: {self.total} records over {self.consumers} consumers, "
-                f"{self.per_consumer} each")
+        text = f"epoch {self.epoch}: {self.total} records over {self.consumers} consumers, {self.per_consumer} each"
         if self.held_back:
             shards = ", ".join(f"{os.path.basename(k)}: {v}" for k, v in sorted(self.held_back_by_shard().items()))
             text += f"; {len(self.held_back)} held back ({shards}), drawn anew each epoch"
@@ -125,9 +124,16 @@ class ShardedIterableDataset(IterableDataset):
     the start of each iteration.
     """
 
-    def __init__(self, shards: Sequence[ShardSource], decode: Callable[[Any], Any] | None = None,
-                 shuffle_buffer: int = 0, seed: int = 0, rank: int | None = None,
-                 world_size: int | None = None, balance: str = "hold_back") -> None:
+    def __init__(
+        self,
+        shards: Sequence[ShardSource],
+        decode: Callable[[Any], Any] | None = None,
+        shuffle_buffer: int = 0,
+        seed: int = 0,
+        rank: int | None = None,
+        world_size: int | None = None,
+        balance: str = "hold_back",
+    ) -> None:
         if not shards:
             raise LabkitValueError("ShardedIterableDataset needs at least one shard")
         if balance not in BALANCE:
@@ -167,8 +173,10 @@ class ShardedIterableDataset(IterableDataset):
         offset = int(rng.integers(total)) if total else 0
         each = total // consumers if self.balance == "hold_back" else -(-total // consumers)
         if total and not each:
-            raise LabkitValueError(f"{total} records cannot give each of {consumers} consumers (ranks x workers) even one "
-                             "with balance='hold_back': use fewer workers, or balance='repeat'")
+            raise LabkitValueError(
+                f"{total} records cannot give each of {consumers} consumers (ranks x workers) even one "
+                "with balance='hold_back': use fewer workers, or balance='repeat'"
+            )
         return _Split(order, [lengths[k] for k in order], total, offset, each)
 
     def _run(self, split: _Split, start: int, length: int) -> Iterator[tuple[int, int]]:
@@ -196,8 +204,9 @@ class ShardedIterableDataset(IterableDataset):
         consumers = rank_and_world(self.rank, self.world_size)[1] * max(1, num_workers)
         split = self._split(consumers, epoch)
         rest = max(0, split.total - split.each * consumers)
-        held = [(os.fspath(self.shards[s]), i)
-                for s, i in self._run(split, split.offset + consumers * split.each, rest)]
+        held = [
+            (os.fspath(self.shards[s]), i) for s, i in self._run(split, split.offset + consumers * split.each, rest)
+        ]
         return EpochPlan(epoch, consumers, split.each, split.total, held, max(0, split.each * consumers - split.total))
 
     @property
@@ -283,8 +292,7 @@ class LiveStreamDataset(IterableDataset):
     so workers inherit its queue.
     """
 
-    def __init__(self, stream: Stream, decode: Callable[[Any], Any] | None = None,
-                 poll_s: float = 0.5) -> None:
+    def __init__(self, stream: Stream, decode: Callable[[Any], Any] | None = None, poll_s: float = 0.5) -> None:
         self.stream, self.decode, self.poll_s = stream, decode, poll_s
 
     def __len__(self) -> int:
@@ -315,4 +323,3 @@ class Stream:
 
     def close(self) -> None:
         self.queue.put(_END)
-

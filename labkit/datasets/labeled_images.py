@@ -54,8 +54,10 @@ def output_hw(size: Size, default: Size, crop: Crop | None) -> tuple[int, int] |
     if crop is None:
         return target_hw(size)
     if size != default:
-        raise LabkitValueError(f"size={size!r} and crop={crop!r}: the crop's size ({crop.size}) is the output; "
-                               "leave size= out (or give the crop the size you want)")
+        raise LabkitValueError(
+            f"size={size!r} and crop={crop!r}: the crop's size ({crop.size}) is the output; "
+            "leave size= out (or give the crop the size you want)"
+        )
     return crop.output_hw
 
 
@@ -76,19 +78,26 @@ def class_labels(labels: Sequence[Any], classes: Sequence[str] | None, where: st
         position = {name: k for k, name in enumerate(names)}
         unknown = next((y for y in labels if y not in position), None)
         if unknown is not None:
-            raise LabkitValueError(f"{where}: label {unknown!r} is not one of the classes {names[:10]}: add it to "
-                                   "classes=, or fix the label")
+            raise LabkitValueError(
+                f"{where}: label {unknown!r} is not one of the classes {names[:10]}: add it to "
+                "classes=, or fix the label"
+            )
         return np.fromiter((position[y] for y in labels), np.int64, len(labels)), names
     try:
         indices = np.asarray(labels, dtype=np.int64).reshape(-1)
     except (TypeError, ValueError):
-        raise LabkitTypeError(f"{where}: labels must be class indices (ints) or class names (strings), "
-                              f"not {type(labels[0]).__name__}") from None
-    names = [str(c) for c in classes] if classes is not None else [str(k) for k in range(int(indices.max(initial=-1)) + 1)]
+        raise LabkitTypeError(
+            f"{where}: labels must be class indices (ints) or class names (strings), not {type(labels[0]).__name__}"
+        ) from None
+    names = (
+        [str(c) for c in classes] if classes is not None else [str(k) for k in range(int(indices.max(initial=-1)) + 1)]
+    )
     bad = np.flatnonzero((indices < 0) | (indices >= len(names)))
     if len(bad):
-        raise LabkitValueError(f"{where}: sample {int(bad[0])} has label {int(indices[bad[0]])}, outside the "
-                               f"{len(names)} classes: labels are 0..{len(names) - 1}")
+        raise LabkitValueError(
+            f"{where}: sample {int(bad[0])} has label {int(indices[bad[0]])}, outside the "
+            f"{len(names)} classes: labels are 0..{len(names) - 1}"
+        )
     return indices, names
 
 
@@ -102,13 +111,20 @@ class LabeledImageDataset(Dataset):
     fills_batches = False  #: whether `__getitems__` can decode a batch into one tensor (images of one shape)
     max_pixels: int  #: the largest image a decoder accepts (datasets that decode set it)
 
-    def __init__(self, transform: Callable[[torch.Tensor], Any] | None, on_error: str,
-                 crop: Crop | None = None, decode_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        transform: Callable[[torch.Tensor], Any] | None,
+        on_error: str,
+        crop: Crop | None = None,
+        decode_threads: int | None = None,
+    ) -> None:
         self.engine = BatchEngine(on_error, decode_threads)
         if crop is not None and not isinstance(crop, (RandomResizedCrop, CenterCrop)):
-            raise LabkitTypeError(f"crop={crop!r}: pass a labkit RandomResizedCrop (training) or CenterCrop "
-                                  "(evaluation), whose box is found before the decode; a torchvision transform goes "
-                                  "in transform=")
+            raise LabkitTypeError(
+                f"crop={crop!r}: pass a labkit RandomResizedCrop (training) or CenterCrop "
+                "(evaluation), whose box is found before the decode; a torchvision transform goes "
+                "in transform="
+            )
         self.transform = transform
         self.crop = crop
         self.epoch = 0  # the epoch of an index fetched outside any epoch scope

@@ -26,9 +26,17 @@ class PackBackedDataset(LabeledImageDataset):
     """What the pack datasets share: the reader, labels and classes from its index, paths for messages,
     and batched reads in file order."""
 
-    def __init__(self, pack_path: PathLike, transform: Callable[[torch.Tensor], Any] | None, on_error: str,
-                 check_crc: bool, kind: str, wrong_kind: str, crop: Crop | None = None,
-                 decode_threads: int | None = None) -> None:
+    def __init__(
+        self,
+        pack_path: PathLike,
+        transform: Callable[[torch.Tensor], Any] | None,
+        on_error: str,
+        check_crc: bool,
+        kind: str,
+        wrong_kind: str,
+        crop: Crop | None = None,
+        decode_threads: int | None = None,
+    ) -> None:
         super().__init__(transform, on_error, crop, decode_threads)
         self.reader = PackReader(pack_path, check_crc=check_crc)
         if self.reader.kind != kind:
@@ -49,12 +57,28 @@ class PackedDataset(EncodedImages, PackBackedDataset):
 
     fills_batches = True
 
-    def __init__(self, pack_path: PathLike, decoder: str | None = None, size: Size = OUTPUT_SIZE,
-                 transform: Callable[[torch.Tensor], Any] | None = None, on_error: str = "raise",
-                 max_pixels: int = MAX_PIXELS, check_crc: bool = True, crop: Crop | None = None,
-                 decode_threads: int | None = None) -> None:
-        super().__init__(pack_path, transform, on_error, check_crc, "encoded",
-                         "holds decoded arrays; open it with DecodedArrayDataset", crop, decode_threads)
+    def __init__(
+        self,
+        pack_path: PathLike,
+        decoder: str | None = None,
+        size: Size = OUTPUT_SIZE,
+        transform: Callable[[torch.Tensor], Any] | None = None,
+        on_error: str = "raise",
+        max_pixels: int = MAX_PIXELS,
+        check_crc: bool = True,
+        crop: Crop | None = None,
+        decode_threads: int | None = None,
+    ) -> None:
+        super().__init__(
+            pack_path,
+            transform,
+            on_error,
+            check_crc,
+            "encoded",
+            "holds decoded arrays; open it with DecodedArrayDataset",
+            crop,
+            decode_threads,
+        )
         self.use_decoder(decoder, size, crop, max_pixels)
 
     def read_raw(self, index: int) -> bytes:
@@ -64,8 +88,10 @@ class PackedDataset(EncodedImages, PackBackedDataset):
         return self.reader.read_many(indices)
 
     def __repr__(self) -> str:
-        return (f"PackedDataset({self.reader.path!r}, {len(self)} images, {len(self.classes)} classes, "
-                f"decoder={self.decoder!r}, size={self.size}{crop_note(self.crop, self.decoder)})")
+        return (
+            f"PackedDataset({self.reader.path!r}, {len(self)} images, {len(self.classes)} classes, "
+            f"decoder={self.decoder!r}, size={self.size}{crop_note(self.crop, self.decoder)})"
+        )
 
 
 class DecodedArrayDataset(PackBackedDataset):
@@ -77,16 +103,33 @@ class DecodedArrayDataset(PackBackedDataset):
 
     fills_batches = True
 
-    def __init__(self, pack_path: PathLike, transform: Callable[[torch.Tensor], Any] | None = None,
-                 on_error: str = "raise", size: Size = None, check_crc: bool = True,
-                 crop: Crop | None = None, decode_threads: int | None = None) -> None:
-        super().__init__(pack_path, transform, on_error, check_crc, "decoded",
-                         "holds encoded images; open it with PackedDataset, or make a decoded pack with "
-                         "`labkit pack --decoded SIZE`", crop, decode_threads)
+    def __init__(
+        self,
+        pack_path: PathLike,
+        transform: Callable[[torch.Tensor], Any] | None = None,
+        on_error: str = "raise",
+        size: Size = None,
+        check_crc: bool = True,
+        crop: Crop | None = None,
+        decode_threads: int | None = None,
+    ) -> None:
+        super().__init__(
+            pack_path,
+            transform,
+            on_error,
+            check_crc,
+            "decoded",
+            "holds encoded images; open it with PackedDataset, or make a decoded pack with "
+            "`labkit pack --decoded SIZE`",
+            crop,
+            decode_threads,
+        )
         stored = tuple(self.reader.decoded_shape[-2:])
         if size is not None and target_hw(size) != stored:
-            raise LabkitValueError(f"{self.reader.path}: images are stored at {stored[0]}x{stored[1]}, not {size}; "
-                             "re-pack with `labkit pack --decoded` at the size you need")
+            raise LabkitValueError(
+                f"{self.reader.path}: images are stored at {stored[0]}x{stored[1]}, not {size}; "
+                "re-pack with `labkit pack --decoded` at the size you need"
+            )
         self.stored_hw: tuple[int, int] = (int(stored[0]), int(stored[1]))
         self.size = self.stored_hw if crop is None else crop.output_hw
 
@@ -119,8 +162,9 @@ class EncodedPackDataset(PackBackedDataset):
     """
 
     def __init__(self, pack_path: PathLike, on_error: str = "raise", check_crc: bool = True) -> None:
-        super().__init__(pack_path, None, on_error, check_crc, "encoded",
-                         "holds decoded arrays, there is nothing left to decode")
+        super().__init__(
+            pack_path, None, on_error, check_crc, "encoded", "holds decoded arrays, there is nothing left to decode"
+        )
 
     def read_raw(self, index: int) -> bytes:
         return self.reader.read(index)

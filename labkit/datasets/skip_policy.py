@@ -62,12 +62,19 @@ class SkipPolicy:
                         self.known_broken[candidate] = error
                     if k == 0:
                         index_error = error
-                    self.log.append({"index": candidate, "path": path_of(candidate), "error": error,
-                                     "substituted": False})
+                    self.log.append(
+                        {"index": candidate, "path": path_of(candidate), "error": error, "substituted": False}
+                    )
                     continue
                 if k > 0:
-                    self.log.append({"index": index, "path": path_of(index), "substituted": True,
-                                     "error": self.known_broken.get(index, index_error)})
+                    self.log.append(
+                        {
+                            "index": index,
+                            "path": path_of(index),
+                            "substituted": True,
+                            "error": self.known_broken.get(index, index_error),
+                        }
+                    )
                 return sample
             if k == 0:
                 index_error = self.known_broken[index]

@@ -25,9 +25,16 @@ ENCODED_PACK = "encoded pack"  # a pack's encoded files as byte tensors, left fo
 STORAGE_KINDS = (FOLDER, PACK, DECODED_PACK, ENCODED_PACK)
 
 
-def open_images(kind: str, path: PathLike, decoder: str | None = None, size: Size = OUTPUT_SIZE, *,
-                transform: Callable[[torch.Tensor], Any] | None = None, crop: Crop | None = None,
-                check_crc: bool = True) -> LabeledImageDataset:
+def open_images(
+    kind: str,
+    path: PathLike,
+    decoder: str | None = None,
+    size: Size = OUTPUT_SIZE,
+    *,
+    transform: Callable[[torch.Tensor], Any] | None = None,
+    crop: Crop | None = None,
+    check_crc: bool = True,
+) -> LabeledImageDataset:
     """The images at ``path``, stored as ``kind`` (one of `STORAGE_KINDS`), as a labkit dataset: decoded by
     ``decoder`` (default: the fastest installed) to ``size``, each image through ``transform``, cropped by
     ``crop``; ``check_crc`` checks each pack record as it is read. A decoded pack was decoded when it was made
@@ -40,7 +47,9 @@ def open_images(kind: str, path: PathLike, decoder: str | None = None, size: Siz
         return DecodedArrayDataset(path, transform=transform, size=size, check_crc=check_crc, crop=crop)
     if kind == ENCODED_PACK:
         if transform is not None or crop is not None:
-            raise LabkitValueError(f"{path}: an encoded pack hands out undecoded bytes; a transform or a crop "
-                                   "belongs after the decode on the GPU")
+            raise LabkitValueError(
+                f"{path}: an encoded pack hands out undecoded bytes; a transform or a crop "
+                "belongs after the decode on the GPU"
+            )
         return EncodedPackDataset(path, check_crc=check_crc)
     raise LabkitValueError(f"storage kind {kind!r}: one of {', '.join(STORAGE_KINDS)}")

@@ -46,8 +46,9 @@ class ShareOutcome:
 ShareCropper = Callable[[Sequence[int], Sequence[Source], BoxesFor, torch.Tensor, int], ShareOutcome]
 
 
-def crop_share_simplejpeg(rows: Sequence[int], sources: Sequence[Source], boxes_for: BoxesFor, out: torch.Tensor,
-                          max_pixels: int) -> ShareOutcome:
+def crop_share_simplejpeg(
+    rows: Sequence[int], sources: Sequence[Source], boxes_for: BoxesFor, out: torch.Tensor, max_pixels: int
+) -> ShareOutcome:
     """Row ``k`` of ``out`` (a B×3×H×W uint8 batch) for each ``k`` in ``rows``: ``sources[k]`` decoded at the DCT
     scale its box needs, the box cut, resized to H×W and flipped if drawn so."""
     import simplejpeg
@@ -89,8 +90,7 @@ def crop_share_simplejpeg(rows: Sequence[int], sources: Sequence[Source], boxes_
     output_hw = tuple(out.shape[-2:])
     scales = boxes.reductions(output_hw)
     scaled_stored = -(-stored_hw // scales[:, None])  # libjpeg's size at 1/scale: rounded up
-    scaled_shown = scaled_stored if turned is None else np.where(turned[:, None], scaled_stored[:, ::-1],
-                                                                 scaled_stored)
+    scaled_shown = scaled_stored if turned is None else np.where(turned[:, None], scaled_stored[:, ::-1], scaled_stored)
     edges = boxes.on_decoded(scaled_shown).tolist()
     flips = boxes.flip.tolist()
     for j, (k, raw, (min_h, min_w), orientation) in enumerate(zip(kept, raws, scaled_stored.tolist(), orientations)):

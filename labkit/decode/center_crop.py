@@ -37,8 +37,10 @@ class CenterCrop:
         if hw is None:
             raise LabkitValueError("CenterCrop needs an output size (an int or (height, width)), not None")
         if not isinstance(self.resize, int) or self.resize < max(hw):
-            raise LabkitValueError(f"resize={self.resize!r}: the shorter side after the resize, a whole number of "
-                                   f"pixels at least as large as the crop {hw} (torchvision's evaluation: 256 for 224)")
+            raise LabkitValueError(
+                f"resize={self.resize!r}: the shorter side after the resize, a whole number of "
+                f"pixels at least as large as the crop {hw} (torchvision's evaluation: 256 for 224)"
+            )
 
     @property
     def output_hw(self) -> tuple[int, int]:
@@ -58,15 +60,21 @@ class CenterCrop:
         top, left = np.rint((resized_h - out_h) / 2), np.rint((resized_w - out_w) / 2)  # torchvision's CenterCrop
         box_h = np.minimum(height, np.maximum(1, np.rint(out_h * f))).astype(np.int64)
         box_w = np.minimum(width, np.maximum(1, np.rint(out_w * f))).astype(np.int64)
-        return CropBoxes(np.minimum(height - box_h, np.rint(top * f)).astype(np.int64),
-                         np.minimum(width - box_w, np.rint(left * f)).astype(np.int64), box_h, box_w,
-                         np.zeros(len(hw), dtype=bool), hw)
+        return CropBoxes(
+            np.minimum(height - box_h, np.rint(top * f)).astype(np.int64),
+            np.minimum(width - box_w, np.rint(left * f)).astype(np.int64),
+            box_h,
+            box_w,
+            np.zeros(len(hw), dtype=bool),
+            hw,
+        )
 
     def draw(self, height: int, width: int, index: int = 0, epoch: int = 0) -> CropBox:
         """The central box of an image of height x width, the same for every sample and epoch."""
         return self.draw_many((height, width))[0]
 
-    def decode(self, data: bytes, index: int = 0, epoch: int = 0, decoder: str = "pil-reduced",
-               max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    def decode(
+        self, data: bytes, index: int = 0, epoch: int = 0, decoder: str = "pil-reduced", max_pixels: int = MAX_PIXELS
+    ) -> torch.Tensor:
         """``data`` decoded to the uint8 (3, H, W) centre crop of `output_hw`."""
         return decoder_info(decoder).crop(data, lambda h, w: self.draw(h, w), self.output_hw, max_pixels)

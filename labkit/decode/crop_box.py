@@ -93,7 +93,7 @@ def counter_uniforms(seed: int, epochs: Any, indices: Any, draws: int) -> np.nda
         key = _mix((key + _GOLDEN) ^ indices.astype(np.uint64))
         counters = np.arange(1, draws + 1, dtype=np.uint64) * _GOLDEN  # SplitMix64's stream from that key
         words = _mix(key[:, None] + counters[None, :])
-    return (words >> _S11).astype(np.float64) * 2.0 ** -53
+    return (words >> _S11).astype(np.float64) * 2.0**-53
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,14 @@ class CropBoxes:
         return len(self.top)
 
     def __getitem__(self, k: int) -> CropBox:
-        return CropBox(int(self.top[k]), int(self.left[k]), int(self.height[k]), int(self.width[k]),
-                       bool(self.flip[k]), (int(self.image_hw[k, 0]), int(self.image_hw[k, 1])))
+        return CropBox(
+            int(self.top[k]),
+            int(self.left[k]),
+            int(self.height[k]),
+            int(self.width[k]),
+            bool(self.flip[k]),
+            (int(self.image_hw[k, 0]), int(self.image_hw[k, 1])),
+        )
 
     def on_decoded(self, hw: np.ndarray) -> np.ndarray:
         """`scaled_edges` of every box, on its image decoded at ``hw`` (rows of height, width)."""
@@ -132,8 +138,13 @@ def image_sizes(image_hw: Any) -> np.ndarray:
     return np.asarray(image_hw, dtype=np.int64).reshape(-1, 2)
 
 
-def draw_boxes(image_hw: Any, uniforms: np.ndarray, scale: tuple[float, float] = DEFAULT_SCALE,
-               ratio: tuple[float, float] = DEFAULT_RATIO, flip: float = 0.5) -> CropBoxes:
+def draw_boxes(
+    image_hw: Any,
+    uniforms: np.ndarray,
+    scale: tuple[float, float] = DEFAULT_SCALE,
+    ratio: tuple[float, float] = DEFAULT_RATIO,
+    flip: float = 0.5,
+) -> CropBoxes:
     """torchvision's ``RandomResizedCrop.get_params`` (ten tries, then a central crop) and a flip with probability
     ``flip``, for a whole batch at once: sample ``k``'s box in an image of ``image_hw[k]`` from its row of
     ``uniforms`` (`CROP_DRAWS` of them, as `counter_uniforms` gives)."""
@@ -167,8 +178,14 @@ def draw_boxes(image_hw: Any, uniforms: np.ndarray, scale: tuple[float, float] =
     return CropBoxes(top, left, box_h, box_w, u[:, 22] < flip, hw)
 
 
-def box_from_draws(height: int, width: int, u: Sequence[float], scale: tuple[float, float] = DEFAULT_SCALE,
-                   ratio: tuple[float, float] = DEFAULT_RATIO, flip: float = 0.5) -> CropBox:
+def box_from_draws(
+    height: int,
+    width: int,
+    u: Sequence[float],
+    scale: tuple[float, float] = DEFAULT_SCALE,
+    ratio: tuple[float, float] = DEFAULT_RATIO,
+    flip: float = 0.5,
+) -> CropBox:
     """One sample's `draw_boxes`, written as torchvision's own ten-try loop over its row of draws: the path of a
     sample fetched alone (``ds[i]``, a decoder without a batch loop), where a vectorised call on one row costs more
     than the loop. The tests hold the two equal, box for box."""
@@ -220,6 +237,14 @@ def crop_resize_flip(image: torch.Tensor, box: CropBox, output_hw: tuple[int, in
 
     if tuple(image.shape[-2:]) != box.image_hw:
         raise LabkitValueError(f"the image is {tuple(image.shape[-2:])} but the box was drawn for {box.image_hw}")
-    out = F.resized_crop(image, box.top, box.left, box.height, box.width, list(output_hw),
-                         interpolation=F.InterpolationMode.BILINEAR, antialias=True)
+    out = F.resized_crop(
+        image,
+        box.top,
+        box.left,
+        box.height,
+        box.width,
+        list(output_hw),
+        interpolation=F.InterpolationMode.BILINEAR,
+        antialias=True,
+    )
     return (out.flip(-1) if box.flip else out).contiguous()

@@ -55,8 +55,9 @@ def target_hw(size: Size) -> tuple[int, int] | None:
     elif isinstance(size, (tuple, list)) and len(size) == 2 and all(isinstance(s, whole) for s in size):
         hw = (int(size[0]), int(size[1]))
     else:
-        raise LabkitTypeError(f"size={size!r}: give whole pixels, an int (a square) or (height, width), e.g. "
-                              f"size=224 or size=(224, 320)")
+        raise LabkitTypeError(
+            f"size={size!r}: give whole pixels, an int (a square) or (height, width), e.g. size=224 or size=(224, 320)"
+        )
     if min(hw) < 1:
         raise LabkitValueError(f"size must be positive, got {size!r}")
     return hw  # type: ignore[return-value]
@@ -68,8 +69,9 @@ _OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
 _SOURCE_LOCATION = re.compile(r"^[\w:()<>~]*,\s*\S+\.(?:c|cc|cpp|cu|h|hpp):\d+,\s*")
 
 
-_PLAIN_REASONS = {"cannot identify image file": "Pillow recognised no image format in it (not an image, or a "
-                                                "damaged header)"}
+_PLAIN_REASONS = {
+    "cannot identify image file": "Pillow recognised no image format in it (not an image, or a damaged header)"
+}
 
 
 def _describe(data: bytes) -> str:
@@ -96,7 +98,8 @@ def refuse_oversized(width: int, height: int, max_pixels: int) -> None:
     if width * height > max_pixels:
         raise DecompressionBombError(
             f"header claims {width}x{height} = {width * height:,} pixels, over the limit of {max_pixels:,} "
-            "(a decompression bomb, or a genuinely huge image: then pass a larger max_pixels)")
+            "(a decompression bomb, or a genuinely huge image: then pass a larger max_pixels)"
+        )
 
 
 Decoder = Callable[..., torch.Tensor]  #: (bytes, size, max_pixels, laps=None) -> uint8 (3, H, W)

@@ -46,8 +46,8 @@ def _first_exif(data: bytes) -> bytes | None:
         length = (data[pos + 2] << 8) | data[pos + 3]
         if length < 2:
             return None
-        if marker == _APP1 and data[pos + 4:pos + 10] == b"Exif\x00\x00":
-            return bytes(data[pos + 10:pos + 2 + length])
+        if marker == _APP1 and data[pos + 4 : pos + 10] == b"Exif\x00\x00":
+            return bytes(data[pos + 10 : pos + 2 + length])
         pos += 2 + length
     return None
 

@@ -53,8 +53,10 @@ def crop_pil_reduced(data: bytes, draw: Draw, output_hw: tuple[int, int], max_pi
 
 def crop_after_decode(decoder: Decoder) -> CropDecoder:
     """A crop for a decoder that cannot crop: the whole image decoded, then the same box cut and resized."""
+
     def crop(data: bytes, draw: Draw, output_hw: tuple[int, int], max_pixels: int = MAX_PIXELS) -> torch.Tensor:
         full = decoder(data, None, max_pixels)
         return crop_resize_flip(full, draw(*full.shape[-2:]), output_hw)
+
     crop.__doc__ = f"A full decode by {decoder.__name__}, then the box cut, resized and flipped."
     return crop

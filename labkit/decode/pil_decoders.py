@@ -40,8 +40,10 @@ def open_image(data: bytes, max_pixels: int = MAX_PIXELS) -> Image.Image:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             img = Image.open(io.BytesIO(data))
     except Image.DecompressionBombError as e:
-        raise DecompressionBombError(f"Pillow refused it from the header ({failure_reason(e)}). If the image is genuine, pass a "
-                                     "larger max_pixels and raise PIL.Image.MAX_IMAGE_PIXELS") from None
+        raise DecompressionBombError(
+            f"Pillow refused it from the header ({failure_reason(e)}). If the image is genuine, pass a "
+            "larger max_pixels and raise PIL.Image.MAX_IMAGE_PIXELS"
+        ) from None
     except (OSError, SyntaxError, ValueError) as e:
         raise DecodeError(describe_failure(data, e, "not a readable image")) from None
     refuse_oversized(*img.size, max_pixels)
@@ -77,8 +79,9 @@ def pil_to_tensor(img: Image.Image) -> torch.Tensor:
     return pil_chw(img).contiguous()
 
 
-def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool,
-                     laps: StageLaps | None = None) -> torch.Tensor:
+def _decode_with_pil(
+    data: bytes, size: Size, max_pixels: int, reduced: bool, laps: StageLaps | None = None
+) -> torch.Tensor:
     hw = target_hw(size)
     img = open_image(data, max_pixels)
     try:
@@ -104,14 +107,16 @@ def _decode_with_pil(data: bytes, size: Size, max_pixels: int, reduced: bool,
         raise DecodeError(describe_failure(data, e, f"cannot decode {img.format or 'image'}")) from None
 
 
-def decode_pil(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-               laps: StageLaps | None = None) -> torch.Tensor:
+def decode_pil(
+    data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, laps: StageLaps | None = None
+) -> torch.Tensor:
     """Full PIL decode, then bilinear resize to ``size`` (the seed's baseline)."""
     return _decode_with_pil(data, size, max_pixels, False, laps)
 
 
-def decode_pil_reduced(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-                       laps: StageLaps | None = None) -> torch.Tensor:
+def decode_pil_reduced(
+    data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, laps: StageLaps | None = None
+) -> torch.Tensor:
     """JPEG DCT-domain downscale (``Image.draft``) to no less than ``size``, then torch's uint8 resize."""
     return _decode_with_pil(data, size, max_pixels, True, laps)
 

@@ -57,7 +57,9 @@ class RandomResizedCrop:
             raise LabkitValueError("RandomResizedCrop needs an output size (an int or (height, width)), not None")
         low, high = self.scale
         if not 0 < low <= high <= 1:
-            raise LabkitValueError(f"scale={self.scale}: the box's share of the image area must be 0 < low <= high <= 1")
+            raise LabkitValueError(
+                f"scale={self.scale}: the box's share of the image area must be 0 < low <= high <= 1"
+            )
         if not 0 < self.ratio[0] <= self.ratio[1]:
             raise LabkitValueError(f"ratio={self.ratio}: aspect ratios (width / height) must be 0 < low <= high")
         if not 0 <= self.flip <= 1:
@@ -80,18 +82,22 @@ class RandomResizedCrop:
         u = counter_uniforms(self.seed, epoch, [index], CROP_DRAWS)[0].tolist()
         return box_from_draws(height, width, u, self.scale, self.ratio, self.flip)
 
-    def decode(self, data: bytes, index: int, epoch: int = 0, decoder: str = "pil-reduced",
-               max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+    def decode(
+        self, data: bytes, index: int, epoch: int = 0, decoder: str = "pil-reduced", max_pixels: int = MAX_PIXELS
+    ) -> torch.Tensor:
         """``data`` decoded to a uint8 (3, H, W) tensor of `output_hw`: sample ``index``'s crop in ``epoch``."""
         return decoder_info(decoder).crop(data, lambda h, w: self.draw(h, w, index, epoch), self.output_hw, max_pixels)
 
 
-def decode_box(data: bytes, box: CropBox, output_hw: tuple[int, int], decoder: str = "pil-reduced",
-               max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_box(
+    data: bytes, box: CropBox, output_hw: tuple[int, int], decoder: str = "pil-reduced", max_pixels: int = MAX_PIXELS
+) -> torch.Tensor:
     """``data`` decoded, cropped to ``box``, resized to ``output_hw`` (antialiased bilinear) and flipped
     if the box says so: a uint8 (3, H, W) tensor."""
+
     def the_given_box(height: int, width: int) -> CropBox:
         if (height, width) != box.image_hw:
             raise DecodeError(f"the image is {height}x{width} but the box was drawn for {box.image_hw}")
         return box
+
     return decoder_info(decoder).crop(data, the_given_box, output_hw, max_pixels)

@@ -1,9 +1,9 @@
 """Every decoder the kit knows, one record each: the single place the rest of the kit reads them from.
 
-A record says what a decoder is called, how it decodes a whole image and a random-resized crop, which
-formats its own library reads (any other file goes through Pillow), whether it decodes a JPEG at a DCT
-scale or only the crop's detail, and whether threads can decode in parallel with it. Every decode function
-marks its stages on a lap clock where handed one (`labkit.decode.stage_laps`), which the stage timer reads. The dataset's crop note, the stage timer, the bottleneck
+A record says what a decoder is called, how it decodes a whole image and a random-resized crop, which formats its own
+library reads (any other file goes through Pillow), whether it decodes a JPEG at a DCT scale or only the crop's detail,
+and whether threads can decode in parallel with it. Every decode function marks its stages on a lap clock where handed
+one (`labkit.decode.stage_laps`), which the stage timer reads. The dataset's crop note, the stage timer, the bottleneck
 explainer, the autotuner, the ablation, ``labkit doctor`` and the loader panel all read these records.
 
 Whether a decoder releases the GIL was measured, not assumed: a batch decoded whole by two threads against
@@ -74,23 +74,89 @@ def _known() -> list[tuple[DecoderInfo, bool]]:
     from labkit.decode.simplejpeg_decoder import crop_simplejpeg, decode_simplejpeg
 
     return [
-        (DecoderInfo("pil", decode_pil, crop_after_decode(decode_pil), "Pillow", PILLOW_FORMATS,
-                     scales_in_decode=False, crops_in_decode=False, releases_gil=True), True),
-        (DecoderInfo("pil-reduced", decode_pil_reduced, crop_pil_reduced, "Pillow (Image.draft) + torch resize",
-                     PILLOW_FORMATS, scales_in_decode=True, crops_in_decode=True, releases_gil=True), True),
-        (DecoderInfo("torchvision", decode_torchvision, crop_after_decode(decode_torchvision), "torchvision.io",
-                     frozenset(TORCHVISION_FORMATS), scales_in_decode=False, crops_in_decode=False,
-                     releases_gil=True), True),
-        (DecoderInfo("torchcodec", decode_torchcodec, crop_after_decode(decode_torchcodec), "torchcodec",
-                     frozenset(TORCHCODEC_FORMATS), scales_in_decode=False, crops_in_decode=False, releases_gil=True,
-                     install="pip install 'torch-labkit[torchcodec]'", optional=True), _optional("torchcodec")),
-        (DecoderInfo("simplejpeg", decode_simplejpeg, crop_simplejpeg, "simplejpeg (libjpeg-turbo 3) + torch resize",
-                     JPEG_ONLY, scales_in_decode=True, crops_in_decode=True, releases_gil=True,
-                     install="pip install simplejpeg", crop_share=crop_share_simplejpeg), _optional("simplejpeg")),
-        (DecoderInfo("turbojpeg", decode_simplejpeg, turbojpeg_region.crop_turbojpeg,
-                     "TurboJPEG 3 region decode (crops); simplejpeg (whole images)", JPEG_ONLY,
-                     scales_in_decode=True, crops_in_decode=True, releases_gil=True,
-                     install=turbojpeg_region.INSTALL), turbojpeg_region.available()),
+        (
+            DecoderInfo(
+                "pil",
+                decode_pil,
+                crop_after_decode(decode_pil),
+                "Pillow",
+                PILLOW_FORMATS,
+                scales_in_decode=False,
+                crops_in_decode=False,
+                releases_gil=True,
+            ),
+            True,
+        ),
+        (
+            DecoderInfo(
+                "pil-reduced",
+                decode_pil_reduced,
+                crop_pil_reduced,
+                "Pillow (Image.draft) + torch resize",
+                PILLOW_FORMATS,
+                scales_in_decode=True,
+                crops_in_decode=True,
+                releases_gil=True,
+            ),
+            True,
+        ),
+        (
+            DecoderInfo(
+                "torchvision",
+                decode_torchvision,
+                crop_after_decode(decode_torchvision),
+                "torchvision.io",
+                frozenset(TORCHVISION_FORMATS),
+                scales_in_decode=False,
+                crops_in_decode=False,
+                releases_gil=True,
+            ),
+            True,
+        ),
+        (
+            DecoderInfo(
+                "torchcodec",
+                decode_torchcodec,
+                crop_after_decode(decode_torchcodec),
+                "torchcodec",
+                frozenset(TORCHCODEC_FORMATS),
+                scales_in_decode=False,
+                crops_in_decode=False,
+                releases_gil=True,
+                install="pip install 'torch-labkit[torchcodec]'",
+                optional=True,
+            ),
+            _optional("torchcodec"),
+        ),
+        (
+            DecoderInfo(
+                "simplejpeg",
+                decode_simplejpeg,
+                crop_simplejpeg,
+                "simplejpeg (libjpeg-turbo 3) + torch resize",
+                JPEG_ONLY,
+                scales_in_decode=True,
+                crops_in_decode=True,
+                releases_gil=True,
+                install="pip install simplejpeg",
+                crop_share=crop_share_simplejpeg,
+            ),
+            _optional("simplejpeg"),
+        ),
+        (
+            DecoderInfo(
+                "turbojpeg",
+                decode_simplejpeg,
+                turbojpeg_region.crop_turbojpeg,
+                "TurboJPEG 3 region decode (crops); simplejpeg (whole images)",
+                JPEG_ONLY,
+                scales_in_decode=True,
+                crops_in_decode=True,
+                releases_gil=True,
+                install=turbojpeg_region.INSTALL,
+            ),
+            turbojpeg_region.available(),
+        ),
     ]
 
 
@@ -117,8 +183,14 @@ class DeviceDecoderInfo:
 
 #: Decoders of a whole batch on an accelerator, by name; `device_decoder` says whether this machine has one's device.
 DEVICE_DECODERS: dict[str, DeviceDecoderInfo] = {
-    "nvjpeg": DeviceDecoderInfo("nvjpeg", decode_jpeg_batch, "nvJPEG (torchvision.io.decode_jpeg on CUDA)", JPEG_ONLY,
-                                "cuda", "a CUDA device, with torch and torchvision built for CUDA"),
+    "nvjpeg": DeviceDecoderInfo(
+        "nvjpeg",
+        decode_jpeg_batch,
+        "nvJPEG (torchvision.io.decode_jpeg on CUDA)",
+        JPEG_ONLY,
+        "cuda",
+        "a CUDA device, with torch and torchvision built for CUDA",
+    ),
 }
 
 
@@ -126,11 +198,15 @@ def device_decoder(name: str) -> DeviceDecoderInfo:
     """The record of the device decoder ``name``, where this machine has its device; a clear error otherwise."""
     info = DEVICE_DECODERS.get(name)
     if info is None:
-        raise LabkitValueError(f"unknown device decoder {name!r}; choose one of {', '.join(DEVICE_DECODERS)} (a "
-                               f"decoder for the datasets is one of {', '.join(DECODERS)})")
+        raise LabkitValueError(
+            f"unknown device decoder {name!r}; choose one of {', '.join(DEVICE_DECODERS)} (a "
+            f"decoder for the datasets is one of {', '.join(DECODERS)})"
+        )
     if info.device_type == "cuda" and not torch.cuda.is_available():
-        raise LabkitError(f"the {name} decoder needs {info.install}; none is here (decode on the CPU with one of "
-                          f"{', '.join(DECODERS)})")
+        raise LabkitError(
+            f"the {name} decoder needs {info.install}; none is here (decode on the CPU with one of "
+            f"{', '.join(DECODERS)})"
+        )
     return info
 
 
@@ -140,13 +216,16 @@ def decoder_info(name: str) -> DecoderInfo:
         return DECODERS[name]
     except KeyError:
         if name in DEVICE_DECODERS:
-            raise LabkitValueError(f"{name} decodes a batch on a {DEVICE_DECODERS[name].device_type.upper()} device "
-                                   "after the loader, not in a dataset's workers: open the pack with EncodedPackDataset and "
-                                   "decode each batch with labkit.decode.registry.device_decoder(name).decode_batch "
-                                   f"(or pick one of {', '.join(DECODERS)})") from None
+            raise LabkitValueError(
+                f"{name} decodes a batch on a {DEVICE_DECODERS[name].device_type.upper()} device "
+                "after the loader, not in a dataset's workers: open the pack with EncodedPackDataset and "
+                "decode each batch with labkit.decode.registry.device_decoder(name).decode_batch "
+                f"(or pick one of {', '.join(DECODERS)})"
+            ) from None
         if name in MISSING:
-            raise LabkitError(f"the {name} decoder is not installed here: {MISSING[name]} (or choose one of "
-                              f"{', '.join(DECODERS)})") from None
+            raise LabkitError(
+                f"the {name} decoder is not installed here: {MISSING[name]} (or choose one of {', '.join(DECODERS)})"
+            ) from None
         raise LabkitValueError(f"unknown decoder {name!r}; choose one of {', '.join(DECODERS)}") from None
 
 
@@ -158,7 +237,9 @@ def get_decoder(name: str) -> Decoder:
     return info.decode
 
 
-def decode_image(data: bytes, size: Size = OUTPUT_SIZE, decoder: str = "pil", max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def decode_image(
+    data: bytes, size: Size = OUTPUT_SIZE, decoder: str = "pil", max_pixels: int = MAX_PIXELS
+) -> torch.Tensor:
     """Decode ``data`` with the decoder named ``decoder`` to a uint8 tensor of shape (3, H, W)."""
     return get_decoder(decoder)(data, size, max_pixels)
 
@@ -177,11 +258,19 @@ def decoder_table() -> str:
     """What is installed, one line per decoder, and what the missing ones need: for ``labkit doctor`` and the panel."""
     lines = []
     for info in DECODERS.values():
-        does = [w for w, yes in (("DCT-scaled", info.scales_in_decode), ("crops in the decode", info.crops_in_decode),
-                                 ("threads in parallel", info.releases_gil)) if yes]
+        does = [
+            w
+            for w, yes in (
+                ("DCT-scaled", info.scales_in_decode),
+                ("crops in the decode", info.crops_in_decode),
+                ("threads in parallel", info.releases_gil),
+            )
+            if yes
+        ]
         lines.append(f"{info.name:<12} {info.library}; {', '.join(does) or 'full decode'}")
     lines += [f"{name:<12} not installed: {install}" for name, install in MISSING.items()]
-    lines += [f"{name:<12} {info.library}; whole batches on a {info.device_type.upper()} device, after the loader"
-              for name, info in DEVICE_DECODERS.items()]
+    lines += [
+        f"{name:<12} {info.library}; whole batches on a {info.device_type.upper()} device, after the loader"
+        for name, info in DEVICE_DECODERS.items()
+    ]
     return "\n".join(lines)
-

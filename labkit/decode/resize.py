@@ -22,8 +22,10 @@ def chw_view(pixels: np.ndarray) -> torch.Tensor:
 
 
 #: Whether torch's CPU kernel resizes uint8 bytes as they are (vectorised on AVX2, AVX-512 and ARM).
-NATIVE_UINT8_RESIZE = (torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
-                 or platform.machine() in ("aarch64", "arm64"))
+NATIVE_UINT8_RESIZE = torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512") or platform.machine() in (
+    "aarch64",
+    "arm64",
+)
 
 
 def resize_uint8(image: torch.Tensor, hw: tuple[int, int]) -> torch.Tensor:

@@ -73,8 +73,7 @@ def simplejpeg_header(data: bytes, max_pixels: int = MAX_PIXELS) -> tuple[int, i
     return (height, width, exif_orientation(data)) if colorspace in OWN_COLORSPACES else None
 
 
-def decode_displayed(data: bytes, height: int, width: int, orientation: int,
-                     hw: tuple[int, int] | None) -> np.ndarray:
+def decode_displayed(data: bytes, height: int, width: int, orientation: int, hw: tuple[int, int] | None) -> np.ndarray:
     """The H×W×3 pixels as shown, decoded at the smallest power-of-two scale still no smaller than ``hw``
     (None: full size)."""
     scale = 1 if hw is None else reduction_for(height, width, (hw[1], hw[0]) if rotates(orientation) else hw)
@@ -96,8 +95,9 @@ def as_displayed(pixels: np.ndarray, orientation: int) -> np.ndarray:
     return pixels if orientation == 1 else np.ascontiguousarray(orient(pixels, orientation))
 
 
-def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-                      laps: StageLaps | None = None) -> torch.Tensor:
+def decode_simplejpeg(
+    data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, laps: StageLaps | None = None
+) -> torch.Tensor:
     """A JPEG decoded at the smallest power-of-two DCT scale that is still no smaller than ``size``, then
     torch's antialiased uint8 resize; other files through Pillow (``pil-reduced``)."""
     header = simplejpeg_header(data, max_pixels)
@@ -113,8 +113,9 @@ def decode_simplejpeg(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = M
     return image
 
 
-def crop_simplejpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: tuple[int, int],
-                    max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def crop_simplejpeg(
+    data: bytes, draw: Callable[[int, int], CropBox], output_hw: tuple[int, int], max_pixels: int = MAX_PIXELS
+) -> torch.Tensor:
     """The box ``draw(height, width)`` gives for the displayed image, decoded at the smallest DCT scale that
     keeps it at least ``output_hw``, cut out (edges rounded to the scaled pixels), resized, flipped."""
     header = simplejpeg_header(data, max_pixels)

@@ -60,16 +60,20 @@ def _finish(img: torch.Tensor, size: Size, laps: StageLaps | None) -> torch.Tens
     return img
 
 
-def decode_torchvision(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-                       laps: StageLaps | None = None) -> torch.Tensor:
+def decode_torchvision(
+    data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, laps: StageLaps | None = None
+) -> torch.Tensor:
     """libjpeg-turbo / libpng through ``torchvision.io``, antialiased bilinear resize on uint8."""
     header = open_image(data, max_pixels)
     if header.format not in TORCHVISION_FORMATS or header.mode == "CMYK":
         return decode_pil(data, size, max_pixels, laps)
     try:
         tvio = torchvision_io()
-        img = tvio.decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8),
-                                mode=tvio.ImageReadMode.RGB, apply_exif_orientation=True)
+        img = tvio.decode_image(
+            torch.frombuffer(bytearray(data), dtype=torch.uint8),
+            mode=tvio.ImageReadMode.RGB,
+            apply_exif_orientation=True,
+        )
     except RuntimeError as e:
         raise DecodeError(describe_failure(data, e, f"cannot decode {header.format}")) from None
     return _finish(img, size, laps)
@@ -82,12 +86,15 @@ def torchcodec_available() -> bool:
 
 def _require_torchcodec() -> None:
     if not torchcodec_available():
-        raise LabkitError("the torchcodec decoder needs the torchcodec package: pip install 'torch-labkit[torchcodec]' "
-                          "(or choose another decoder)")
+        raise LabkitError(
+            "the torchcodec decoder needs the torchcodec package: pip install 'torch-labkit[torchcodec]' "
+            "(or choose another decoder)"
+        )
 
 
-def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS,
-                      laps: StageLaps | None = None) -> torch.Tensor:
+def decode_torchcodec(
+    data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, laps: StageLaps | None = None
+) -> torch.Tensor:
     """``torchcodec.decoders.decode_image`` (torchvision's successor; it applies the EXIF orientation),
     antialiased bilinear resize on uint8."""
     _require_torchcodec()
@@ -97,8 +104,9 @@ def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = M
     if header.format not in TORCHCODEC_FORMATS or header.mode == "CMYK":
         return decode_pil(data, size, max_pixels, laps)
     try:
-        img = torchcodec_decode_image(torch.frombuffer(bytearray(data), dtype=torch.uint8), mode="RGB",
-                                      output_dtype="auto")
+        img = torchcodec_decode_image(
+            torch.frombuffer(bytearray(data), dtype=torch.uint8), mode="RGB", output_dtype="auto"
+        )
     except (RuntimeError, ValueError) as e:
         raise DecodeError(describe_failure(data, e, f"cannot decode {header.format}")) from None
     if img.dim() == 4:  # an animated GIF or WebP: the first frame, as Pillow and torchvision give
@@ -106,8 +114,9 @@ def decode_torchcodec(data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = M
     return _finish(img, size, laps)
 
 
-def decode_jpeg_batch(blobs: Sequence[torch.Tensor], size: Size = OUTPUT_SIZE,
-                      device: str | torch.device = "cuda") -> torch.Tensor:
+def decode_jpeg_batch(
+    blobs: Sequence[torch.Tensor], size: Size = OUTPUT_SIZE, device: str | torch.device = "cuda"
+) -> torch.Tensor:
     """A batch of JPEG files (uint8 byte tensors) → uint8 N×3×H×W decoded and resized on ``device``.
 
     On CUDA this is nvJPEG through ``torchvision.io.decode_jpeg(..., device="cuda")``, one call

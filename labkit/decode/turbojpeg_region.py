@@ -31,8 +31,10 @@ from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, is_jp
 
 LIBRARY_ENV = "LABKIT_TURBOJPEG"
 NAMES = ("libturbojpeg.so.0", "libturbojpeg.so", "libturbojpeg.0.dylib", "libturbojpeg.dylib", "turbojpeg.dll")
-INSTALL = (f"libjpeg-turbo 3 (conda-forge's libjpeg-turbo, Homebrew's jpeg-turbo, or a build of 3.x), then "
-           f"{LIBRARY_ENV}=/path/to/libturbojpeg.so.0 if it is not on the library path")
+INSTALL = (
+    f"libjpeg-turbo 3 (conda-forge's libjpeg-turbo, Homebrew's jpeg-turbo, or a build of 3.x), then "
+    f"{LIBRARY_ENV}=/path/to/libturbojpeg.so.0 if it is not on the library path"
+)
 
 # turbojpeg.h (libjpeg-turbo 3.0)
 _TJINIT_DECOMPRESS = 1
@@ -65,8 +67,14 @@ def load_library(path: str) -> ctypes.CDLL | None:
     lib.tj3DecompressHeader.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
     lib.tj3SetScalingFactor.argtypes = [ctypes.c_void_p, _ScalingFactor]
     lib.tj3SetCroppingRegion.argtypes = [ctypes.c_void_p, _Region]
-    lib.tj3Decompress8.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_int,
-                                   ctypes.c_int]
+    lib.tj3Decompress8.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.c_int,
+        ctypes.c_int,
+    ]
     lib.tj3GetErrorStr.restype, lib.tj3GetErrorStr.argtypes = ctypes.c_char_p, [ctypes.c_void_p]
     lib.tj3Destroy.argtypes = [ctypes.c_void_p]
     return lib
@@ -106,8 +114,9 @@ def _fail(data: bytes, handle: int) -> DecodeError:
     return DecodeError(describe_failure(data, ValueError(reason), "cannot decode JPEG"))
 
 
-def crop_turbojpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: tuple[int, int],
-                   max_pixels: int = MAX_PIXELS) -> torch.Tensor:
+def crop_turbojpeg(
+    data: bytes, draw: Callable[[int, int], CropBox], output_hw: tuple[int, int], max_pixels: int = MAX_PIXELS
+) -> torch.Tensor:
     """The box ``draw(height, width)`` gives, decoded alone (its iMCUs, one more on every side) at the DCT scale
     that keeps it at least ``output_hw``, then resized and flipped."""
     if not is_jpeg(data) or exif_orientation(data) != 1:
@@ -127,13 +136,21 @@ def crop_turbojpeg(data: bytes, draw: Callable[[int, int], CropBox], output_hw: 
     mcu_w, mcu_h = max(1, _MCU_WIDTH[subsampling] // scale), max(1, _MCU_HEIGHT[subsampling] // scale)
     x0, y0 = max(0, (left // mcu_w - 1) * mcu_w), max(0, (top // mcu_h - 1) * mcu_h)
     x1, y1 = min(scaled_hw[1], (right // mcu_w + 2) * mcu_w), min(scaled_hw[0], (bottom // mcu_h + 2) * mcu_h)
-    if lib.tj3SetScalingFactor(handle, _ScalingFactor(1, scale)) != 0 or \
-            lib.tj3SetCroppingRegion(handle, _Region(x0, y0, x1 - x0, y1 - y0)) != 0:  # type: ignore[union-attr]
+    if (
+        lib.tj3SetScalingFactor(handle, _ScalingFactor(1, scale)) != 0
+        or lib.tj3SetCroppingRegion(handle, _Region(x0, y0, x1 - x0, y1 - y0)) != 0
+    ):  # type: ignore[union-attr]
         raise _fail(data, handle)
     pixels = np.empty((y1 - y0, x1 - x0, 3), dtype=np.uint8)
     if lib.tj3Decompress8(handle, data, size, pixels.ctypes.data, 0, _TJPF_RGB) != 0:  # type: ignore[union-attr]
         raise _fail(data, handle)
     # The box, now relative to the decoded region, on the region's own grid of full-size pixels.
-    shifted = CropBox(box.top - y0 * scale, box.left - x0 * scale, box.height, box.width, box.flip,
-                      ((y1 - y0) * scale, (x1 - x0) * scale))
+    shifted = CropBox(
+        box.top - y0 * scale,
+        box.left - x0 * scale,
+        box.height,
+        box.width,
+        box.flip,
+        ((y1 - y0) * scale, (x1 - x0) * scale),
+    )
     return crop_region(pixels, shifted, output_hw)

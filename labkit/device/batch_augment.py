@@ -68,11 +68,15 @@ class BatchRandomResizedCrop:
         boxes = draw_boxes(np.broadcast_to((height, width), (len(keys), 2)), u, self.scale, self.ratio, self.flip)
         bright = 1 + self.brightness * (2 * u[:, CROP_DRAWS] - 1)
         contrast = 1 + self.contrast * (2 * u[:, CROP_DRAWS + 1] - 1)
-        return np.stack([boxes.top, boxes.left, boxes.height, boxes.width, boxes.flip, bright, contrast],
-                        1).astype(np.float64).reshape(-1, 7)
+        return (
+            np.stack([boxes.top, boxes.left, boxes.height, boxes.width, boxes.flip, bright, contrast], 1)
+            .astype(np.float64)
+            .reshape(-1, 7)
+        )
 
-    def __call__(self, images: torch.Tensor, keys: Keys | None = None, *, epoch: int,
-                 start: int | None = None) -> torch.Tensor:
+    def __call__(
+        self, images: torch.Tensor, keys: Keys | None = None, *, epoch: int, start: int | None = None
+    ) -> torch.Tensor:
         """The batch's crops in ``epoch``: sample k's drawn from ``keys[k]`` (its dataset index), or from
         ``start + k`` (its position in the epoch); float32 out, normalised unless ``mean`` is None."""
         from torchvision.ops import roi_align
@@ -81,12 +85,16 @@ class BatchRandomResizedCrop:
             raise LabkitValueError(f"images of shape {tuple(images.shape)}: pass a batch, N x C x H x W")
         n, _, height, width = images.shape
         if (keys is None) == (start is None):
-            raise LabkitValueError("pass keys= (the samples' dataset indices) or start= (the batch's first position "
-                                   "in the epoch, step x batch size), one of them")
+            raise LabkitValueError(
+                "pass keys= (the samples' dataset indices) or start= (the batch's first position "
+                "in the epoch, step x batch size), one of them"
+            )
         if images.is_floating_point() and self.mean is not None:
-            raise LabkitValueError("a float batch, and this crop normalises: it is probably normalised already "
-                                   "(DevicePrefetcher does by default). Crop the uint8 batch (DevicePrefetcher("
-                                   "loader, normalize=None)), or give mean=None, std=None for floats in 0..255")
+            raise LabkitValueError(
+                "a float batch, and this crop normalises: it is probably normalised already "
+                "(DevicePrefetcher does by default). Crop the uint8 batch (DevicePrefetcher("
+                "loader, normalize=None)), or give mean=None, std=None for floats in 0..255"
+            )
         if keys is None:
             keys = range(int(start), int(start) + n)  # type: ignore[arg-type]
         if len(keys) != n:

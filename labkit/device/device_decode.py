@@ -30,14 +30,17 @@ class DeviceDecoded(PassThrough):
 
     wraps = "loader"
 
-    def __init__(self, loader: Iterable, size: Size = OUTPUT_SIZE, device: str | torch.device = "cuda",
-                 decoder: str = "nvjpeg") -> None:
+    def __init__(
+        self, loader: Iterable, size: Size = OUTPUT_SIZE, device: str | torch.device = "cuda", decoder: str = "nvjpeg"
+    ) -> None:
         info = device_decoder(decoder)  # a clear error where this machine has no such device
         self.device = torch.device(device)
         if self.device.type != info.device_type:
-            raise LabkitValueError(f"the {decoder} decoder decodes on a {info.device_type.upper()} device, not on "
-                                   f"{self.device}: pass device='{info.device_type}' (or decode in the workers with "
-                                   "a CPU decoder)")
+            raise LabkitValueError(
+                f"the {decoder} decoder decodes on a {info.device_type.upper()} device, not on "
+                f"{self.device}: pass device='{info.device_type}' (or decode in the workers with "
+                "a CPU decoder)"
+            )
         self.loader, self.size, self._decode_batch = loader, size, info.decode_batch
 
     def __len__(self) -> int:

@@ -27,29 +27,41 @@ Batch = tuple[torch.Tensor, torch.Tensor]
 Mix = Callable[[torch.Tensor, torch.Tensor], Batch]
 
 
-def normalize_affine(mean: Sequence[float], std: Sequence[float], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def normalize_affine(
+    mean: Sequence[float], std: Sequence[float], device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Scale and shift per channel such that ``x·scale + shift == (x / 255 − mean) / std``."""
     mean_t = torch.as_tensor(mean, dtype=torch.float32, device=device).view(-1, 1, 1)
     std_t = torch.as_tensor(std, dtype=torch.float32, device=device).view(-1, 1, 1)
     return 1 / (255 * std_t), -mean_t / std_t
 
 
-def normalize_uint8(images: torch.Tensor, mean: Sequence[float] = IMAGENET_MEAN,
-                    std: Sequence[float] = IMAGENET_STD, out: torch.Tensor | None = None) -> torch.Tensor:
+def normalize_uint8(
+    images: torch.Tensor,
+    mean: Sequence[float] = IMAGENET_MEAN,
+    std: Sequence[float] = IMAGENET_STD,
+    out: torch.Tensor | None = None,
+) -> torch.Tensor:
     """uint8 (N×)C×H×W in 0..255 → float32 ``(x / 255 - mean) / std``, as ToTensor + Normalize give.
 
-    One conversion and two in-place passes (``x * 1/(255·std) - mean/std``) instead of the textbook
-    four: fewer passes over the batch's memory, which matters when the "device" is the CPU itself. ``out``: a float32 tensor of the same shape to write into (see
-    `labkit.core.host_buffers.HostBuffers`), else a new one.
+    One conversion and two in-place passes (``x * 1/(255·std) - mean/std``) instead of the textbook four: fewer passes
+    over the batch's memory, which matters when the "device" is the CPU itself. ``out``: a float32 tensor of the same
+    shape to write into (see `labkit.core.host_buffers.HostBuffers`), else a new one.
     """
     scale, shift = normalize_affine(mean, std, images.device)
     converted = images.to(torch.float32, copy=True) if out is None else out.copy_(images)  # never the input itself
     return converted.mul_(scale).add_(shift)
 
 
-def normalize_mix_uint8(images: torch.Tensor, perm: torch.Tensor, lam: float,
-                        mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-                        out: torch.Tensor | None = None, per_sample: bool | None = None) -> torch.Tensor:
+def normalize_mix_uint8(
+    images: torch.Tensor,
+    perm: torch.Tensor,
+    lam: float,
+    mean: Sequence[float] = IMAGENET_MEAN,
+    std: Sequence[float] = IMAGENET_STD,
+    out: torch.Tensor | None = None,
+    per_sample: bool | None = None,
+) -> torch.Tensor:
     """uint8 N×C×H×W → normalised MixUp ``lam·x + (1−lam)·x[perm]`` in float32, in one pass.
 
     The same batch as `normalize_uint8` followed by `labkit.collate.mixing.mix_batch` with the same
@@ -111,11 +123,16 @@ class DevicePrefetcher(PassThrough):
 
     wraps = "loader"
 
-    def __init__(self, loader: Iterable, device: str | torch.device | None = None,
-                 normalize: tuple[Sequence[float], Sequence[float]] | None = (IMAGENET_MEAN, IMAGENET_STD),
-                 mix: Mix | None = None, channels_last: bool = False,
-                 buffers: HostBuffers | None = None,
-                 transform: Callable[[torch.Tensor], torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        loader: Iterable,
+        device: str | torch.device | None = None,
+        normalize: tuple[Sequence[float], Sequence[float]] | None = (IMAGENET_MEAN, IMAGENET_STD),
+        mix: Mix | None = None,
+        channels_last: bool = False,
+        buffers: HostBuffers | None = None,
+        transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> None:
         self.loader = loader
         self.transform = transform
         self.device = torch.device(device if device is not None else ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -164,8 +181,10 @@ class DevicePrefetcher(PassThrough):
 
     def _snapshot(self) -> dict[str, Any]:
         if not hasattr(self.loader, "state_dict"):
-            raise LabkitTypeError(f"{type(self.loader).__name__} keeps no state: build the loader with "
-                                  "labkit.make_loader, whose loader does")
+            raise LabkitTypeError(
+                f"{type(self.loader).__name__} keeps no state: build the loader with "
+                "labkit.make_loader, whose loader does"
+            )
         state = {"loader": self.loader.state_dict()}  # type: ignore[attr-defined]
         if hasattr(self.mix, "state_dict"):
             state["mix"] = self.mix.state_dict()  # type: ignore[union-attr]

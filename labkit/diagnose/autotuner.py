@@ -1,18 +1,17 @@
 """Pick decoder, num_workers, prefetch_factor, batch layout and main-process threads by measuring, under a
 memory budget.
 
-PyTorch has no autotuner; tf.data's AUTOTUNE is the peer, and its users meet out-of-memory
-kills because it optimises speed alone. This one treats memory as a constraint first: a
-configuration whose in-flight batches would not fit half of /dev/shm is not even tried,
-and one whose measured peak memory goes over the RAM budget is rejected: the PSS of the main process
-and its workers summed (`labkit.measure.process_memory.tree_memory_bytes`), so that the pages they share (the
-parent's heap, the mmap'd pack) count once, not once per worker as summed RSS would.
-For each decoder it adds workers one at a time and stops as soon as one more worker buys
-less than ``min_gain`` (starting from none — every core's thread decoding in the main process, a producer thread
-ahead — for the decoders whose record says they release the GIL); then it tries a deeper prefetch on the best worker count, and the
-main process's thread count and the batch layout (random batches, or locality-aware ones from
-`labkit.samplers.block_shuffle.BlockShuffleSampler`) on the winner. What it measures is the whole pipeline up to
-the device: the loader, then normalisation and MixUp (`labkit.device.transfer.DevicePrefetcher`).
+PyTorch has no autotuner; tf.data's AUTOTUNE is the peer, and its users meet out-of-memory kills because it optimises
+speed alone. This one treats memory as a constraint first: a configuration whose in-flight batches would not fit half of
+/dev/shm is not even tried, and one whose measured peak memory goes over the RAM budget is rejected: the PSS of the main
+process and its workers summed (`labkit.measure.process_memory.tree_memory_bytes`), so that the pages they share (the
+parent's heap, the mmap'd pack) count once, not once per worker as summed RSS would. For each decoder it adds workers
+one at a time and stops as soon as one more worker buys less than ``min_gain`` (starting from none — every core's thread
+decoding in the main process, a producer thread ahead — for the decoders whose record says they release the GIL); then
+it tries a deeper prefetch on the best worker count, and the main process's thread count and the batch layout (random
+batches, or locality-aware ones from `labkit.samplers.block_shuffle.BlockShuffleSampler`) on the winner. What it
+measures is the whole pipeline up to the device: the loader, then normalisation and MixUp
+(`labkit.device.transfer.DevicePrefetcher`).
 
 The search (`search`) takes any ``measure(config) -> (images/s, peak memory bytes)``, so it can be
 tested on a cost model; `autotune` plugs in real loaders over a pack, each built by `make_loader`, so
@@ -55,17 +54,24 @@ class LoaderConfig:
 
     def loader_kwargs(self, samples: int, batch_size: int) -> dict[str, Any]:
         """`make_loader`'s arguments for this configuration, over a dataset of ``samples`` samples."""
-        kwargs: dict[str, Any] = dict(batch_size=batch_size, num_workers=self.num_workers,
-                                      prefetch_factor=self.prefetch_factor)
+        kwargs: dict[str, Any] = dict(
+            batch_size=batch_size, num_workers=self.num_workers, prefetch_factor=self.prefetch_factor
+        )
         if self.sampler == "block":
             kwargs["sampler"] = BlockShuffleSampler.for_batches(samples, batch_size)
         return kwargs
 
     def make_loader_call(self, dataset: str, batch_size: int) -> str:
         """The `make_loader` call this configuration is, as code (``dataset``: how the call names the dataset)."""
-        sampler = f", sampler=BlockShuffleSampler.for_batches(len({dataset}), {batch_size})" if self.sampler == "block" else ""
-        return (f"make_loader({dataset}, batch_size={batch_size}, num_workers={self.num_workers}, "
-                f"prefetch_factor={self.prefetch_factor}{sampler})")
+        sampler = (
+            f", sampler=BlockShuffleSampler.for_batches(len({dataset}), {batch_size})"
+            if self.sampler == "block"
+            else ""
+        )
+        return (
+            f"make_loader({dataset}, batch_size={batch_size}, num_workers={self.num_workers}, "
+            f"prefetch_factor={self.prefetch_factor}{sampler})"
+        )
 
 
 @dataclass(frozen=True)
@@ -113,40 +119,68 @@ class TuneResult:
         return self.best.loader_kwargs(self.samples, self.batch_size)
 
     def __str__(self) -> str:
-        lines = [f"{'decoder':<22}{'num_workers':>12}{'prefetch_factor':>16}{'threads':>8}{'batches':>8}{'images/s':>10}"
-                 f"{f'peak {self.memory_measure} MiB':>14}  decision"]
+        lines = [
+            f"{'decoder':<22}{'num_workers':>12}{'prefetch_factor':>16}{'threads':>8}{'batches':>8}{'images/s':>10}"
+            f"{f'peak {self.memory_measure} MiB':>14}  decision"
+        ]
         for t in self.trials:
             threads = t.config.main_threads or "-"
             workers = t.config.num_workers or ("0" if t.config.decoder == NO_DECODE else "threads")
-            lines.append(f"{decoder_label(t.config.decoder):<22}{workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
-                         f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.decision}")
+            lines.append(
+                f"{decoder_label(t.config.decoder):<22}{workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
+                f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.decision}"
+            )
         b = self.best
         if b.num_workers:
             loader = f"num_workers={b.num_workers}"
         else:
             work = "reads" if b.decoder == NO_DECODE else "decodes with a thread per core"
             loader = f"no worker processes (the main process {work}, a producer thread ahead)"
-        lines.append(f"decision: decoder={decoder_label(b.decoder)}, {loader}, prefetch_factor={b.prefetch_factor}, main "
-                     f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
-                     f"images/s, within the budget ({self.budget})")
+        lines.append(
+            f"decision: decoder={decoder_label(b.decoder)}, {loader}, prefetch_factor={b.prefetch_factor}, main "
+            f"threads={b.main_threads or 'default'}, {b.sampler} batches -> {self.best_images_per_s:.1f} "
+            f"images/s, within the budget ({self.budget})"
+        )
         lines.append(f"the loader it measured: {b.make_loader_call('dataset', self.batch_size)}")
         if self.machine:
             lines.insert(0, f"Machine: {describe_machine(self.machine)}")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"machine": self.machine, "budget": asdict(self.budget), "best": asdict(self.best),
-                "best_images_per_s": self.best_images_per_s, "memory_measure": self.memory_measure,
-                "trials": [{**asdict(t.config), "images_per_s": t.images_per_s, "peak_memory": t.peak_memory,
-                            "in_flight": t.in_flight, "decision": t.decision} for t in self.trials]}
+        return {
+            "machine": self.machine,
+            "budget": asdict(self.budget),
+            "best": asdict(self.best),
+            "best_images_per_s": self.best_images_per_s,
+            "memory_measure": self.memory_measure,
+            "trials": [
+                {
+                    **asdict(t.config),
+                    "images_per_s": t.images_per_s,
+                    "peak_memory": t.peak_memory,
+                    "in_flight": t.in_flight,
+                    "decision": t.decision,
+                }
+                for t in self.trials
+            ],
+        }
 
 
 Measure = Callable[[LoaderConfig], tuple[float, int]]
 
 
-def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: Budget, batch_bytes: int,
-           prefetches: Sequence[int] = (2, 4), min_gain: float = 0.05,
-           main_threads: Sequence[int] = (), samplers: Sequence[str] = (), threaded: Sequence[str] = ()) -> TuneResult:
+def search(
+    measure: Measure,
+    decoders: Sequence[str],
+    max_workers: int,
+    budget: Budget,
+    batch_bytes: int,
+    prefetches: Sequence[int] = (2, 4),
+    min_gain: float = 0.05,
+    main_threads: Sequence[int] = (),
+    samplers: Sequence[str] = (),
+    threaded: Sequence[str] = (),
+) -> TuneResult:
     """Grow workers per decoder until it stops paying, then deepen prefetch; stay inside ``budget``.
 
     The decoders in ``threaded`` (and NO_DECODE) start from no worker processes at all.
@@ -190,7 +224,9 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
                 if trial is not None:
                     accepted.append(trial)
     if not accepted:
-        raise LabkitRuntimeError(f"no configuration fits the memory budget ({budget}); lower the batch size or free memory")
+        raise LabkitRuntimeError(
+            f"no configuration fits the memory budget ({budget}); lower the batch size or free memory"
+        )
     for knob, values in (("main_threads", main_threads), ("sampler", samplers)):  # one at a time, on the leader
         leader = max(accepted, key=lambda t: t.images_per_s).config
         for value in values:
@@ -203,20 +239,35 @@ def search(measure: Measure, decoders: Sequence[str], max_workers: int, budget: 
     return TuneResult(winner.config, winner.images_per_s, budget, trials)
 
 
-def _pipeline(pack: str, decoded_pack: str | None, config: LoaderConfig, batch_size: int, size: int,
-              classes: int, check_crc: bool) -> Iterable:
+def _pipeline(
+    pack: str, decoded_pack: str | None, config: LoaderConfig, batch_size: int, size: int, classes: int, check_crc: bool
+) -> Iterable:
     """What training consumes: the loader, then normalisation and MixUp on the device (`DevicePrefetcher`)."""
     decoded = config.decoder == NO_DECODE
-    dataset = open_images(DECODED_PACK if decoded else PACK, decoded_pack if decoded else pack,  # type: ignore[arg-type]
-                          None if decoded else config.decoder, size, check_crc=check_crc)
+    dataset = open_images(
+        DECODED_PACK if decoded else PACK,
+        decoded_pack if decoded else pack,  # type: ignore[arg-type]
+        None if decoded else config.decoder,
+        size,
+        check_crc=check_crc,
+    )
     loader = make_loader(dataset, **config.loader_kwargs(len(dataset), batch_size))
     return DevicePrefetcher(loader, mix=MixUp(classes))
 
 
-def autotune(pack: str, decoded_pack: str | None = None, batch_size: int = 64, size: int = OUTPUT_SIZE,
-             max_workers: int | None = None, budget: Budget | None = None, batches: int = 4,
-             runs: int = 2, decoders: Sequence[str] | None = None, check_crc: bool = True,
-             min_seconds: float = 0.0) -> TuneResult:
+def autotune(
+    pack: str,
+    decoded_pack: str | None = None,
+    batch_size: int = 64,
+    size: int = OUTPUT_SIZE,
+    max_workers: int | None = None,
+    budget: Budget | None = None,
+    batches: int = 4,
+    runs: int = 2,
+    decoders: Sequence[str] | None = None,
+    check_crc: bool = True,
+    min_seconds: float = 0.0,
+) -> TuneResult:
     """Measure real pipelines over ``pack`` (and ``decoded_pack`` if given) and pick the fastest that fits.
 
     ``check_crc=False`` reads without checking each sample's checksum, for packs that
@@ -234,14 +285,23 @@ def autotune(pack: str, decoded_pack: str | None = None, batch_size: int = 64, s
         peak = PeakMemory()
         with torch_threads(config.main_threads):
             pipeline = _pipeline(pack, decoded_pack, config, batch_size, size, classes, check_crc)
-            result = measure_loader(pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample,
-                                    min_seconds=min_seconds)
+            result = measure_loader(
+                pipeline, runs=runs, warmup_runs=1, max_batches=batches, on_batch=peak.sample, min_seconds=min_seconds
+            )
         del pipeline
         return result.images_per_s, peak.peak
 
     threads = sorted({1, cpus} - {torch.get_num_threads()})
-    result = search(measure, names, max_workers, budget, batch_size * 3 * size * size, main_threads=threads,
-                    samplers=["block"], threaded=[n for n in names if n in DECODERS and DECODERS[n].releases_gil])
+    result = search(
+        measure,
+        names,
+        max_workers,
+        budget,
+        batch_size * 3 * size * size,
+        main_threads=threads,
+        samplers=["block"],
+        threaded=[n for n in names if n in DECODERS and DECODERS[n].releases_gil],
+    )
     result.machine, result.memory_measure = machine_info(), tree_memory_measure()
     result.batch_size, result.samples = batch_size, len(PackedDataset(pack))
     return result
@@ -250,4 +310,3 @@ def autotune(pack: str, decoded_pack: str | None = None, batch_size: int = 64, s
 def save_result(result: TuneResult, path: str) -> None:
     """``result`` as JSON in ``path``, written whole."""
     write_result(path, result.to_dict())
-

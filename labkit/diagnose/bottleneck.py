@@ -32,8 +32,10 @@ from labkit.decode.decoder_contract import MAX_PIXELS
 from labkit.measure.decoder_speed import time_decoders
 
 _CLEARLY_FASTER = 0.9  # a decoder is advised only if it took under 90 % of the time: closer is within timing noise
-_OVERLAP_COPY = ("overlap the copy with compute: labkit.device.transfer.DevicePrefetcher copies the next pinned batch on a "
-                 "side stream while the model works on this one")
+_OVERLAP_COPY = (
+    "overlap the copy with compute: labkit.device.transfer.DevicePrefetcher copies the next pinned batch on a "
+    "side stream while the model works on this one"
+)
 _WORKER_STAGES = ("read", "decode", "transform", "collate", "worker→main copy")
 
 
@@ -70,11 +72,15 @@ class BottleneckReport:
         return self.batch_size / max(worker, main, 1e-9)
 
     def __str__(self) -> str:
-        lines = [f"one batch of {self.batch_size}, {self.workers} workers sharing the worker-side stages:",
-                 f"  {'stage':<18}{'ms/batch':>10}{'where':>9}{'ms/batch with workers':>24}"]
+        lines = [
+            f"one batch of {self.batch_size}, {self.workers} workers sharing the worker-side stages:",
+            f"  {'stage':<18}{'ms/batch':>10}{'where':>9}{'ms/batch with workers':>24}",
+        ]
         for s in self.stages:
-            lines.append(f"  {s.name:<18}{s.per_batch_s * 1000:>10.2f}{'workers' if s.in_workers else 'main':>9}"
-                         f"{s.effective_s(self.workers) * 1000:>24.2f}")
+            lines.append(
+                f"  {s.name:<18}{s.per_batch_s * 1000:>10.2f}{'workers' if s.in_workers else 'main':>9}"
+                f"{s.effective_s(self.workers) * 1000:>24.2f}"
+            )
         for name, why in self.skipped.items():
             lines.append(f"  {name:<18}{'—':>10}   not timed: {why}")
         slow = self.slowest
@@ -110,17 +116,25 @@ def share_memory_seconds(tensors: list[torch.Tensor], repeats: int) -> float:
     return Passes(tuple(times)).median
 
 
-def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Callable = stack_uint8,
-                       num_workers: int | None = None, device: torch.device | None = None,
-                       repeats: int = 3, seed: int = 0) -> BottleneckReport:
+def explain_bottleneck(
+    dataset: Dataset,
+    batch_size: int = 64,
+    collate_fn: Callable = stack_uint8,
+    num_workers: int | None = None,
+    device: torch.device | None = None,
+    repeats: int = 3,
+    seed: int = 0,
+) -> BottleneckReport:
     """Time every stage of one batch in isolation and name the one that limits the loader.
 
     The dataset must expose ``read_raw`` and ``decode_raw`` (labkit's datasets do) so read
     and decode can be timed apart. Pinning and the device copy are timed where CUDA exists.
     """
     if not (hasattr(dataset, "read_raw") and hasattr(dataset, "decode_raw")):
-        raise LabkitTypeError(f"{type(dataset).__name__} has no read_raw/decode_raw; use a labkit dataset, or "
-                        "time it as a whole with find_slow_samples")
+        raise LabkitTypeError(
+            f"{type(dataset).__name__} has no read_raw/decode_raw; use a labkit dataset, or "
+            "time it as a whole with find_slow_samples"
+        )
     workers = cpu_budget(main_process_steps=False).workers_per_rank if num_workers is None else num_workers
     rng = np.random.default_rng(seed)
     indices = rng.choice(len(dataset), size=min(batch_size, len(dataset)), replace=False).tolist()
@@ -131,15 +145,21 @@ def explain_bottleneck(dataset: Dataset, batch_size: int = 64, collate_fn: Calla
     batch = collate_fn(samples)
     tensors = [t for t in (batch if isinstance(batch, (list, tuple)) else [batch]) if isinstance(t, torch.Tensor)]
 
-    stages = [StageTime("read", time_calls(lambda: [dataset.read_raw(i) for i in indices], repeats).median, True),
-              StageTime("decode", time_calls(lambda: [dataset.decode_raw(r) for r in raw], repeats).median, True),
-              StageTime("transform", time_calls(lambda: [transform(img) for img in images], repeats).median
-                        if transform else 0.0, True),
-              StageTime("collate", time_calls(lambda: collate_fn(samples), repeats).median, True),
-              StageTime("worker→main copy", share_memory_seconds(tensors, repeats), True)]
+    stages = [
+        StageTime("read", time_calls(lambda: [dataset.read_raw(i) for i in indices], repeats).median, True),
+        StageTime("decode", time_calls(lambda: [dataset.decode_raw(r) for r in raw], repeats).median, True),
+        StageTime(
+            "transform",
+            time_calls(lambda: [transform(img) for img in images], repeats).median if transform else 0.0,
+            True,
+        ),
+        StageTime("collate", time_calls(lambda: collate_fn(samples), repeats).median, True),
+        StageTime("worker→main copy", share_memory_seconds(tensors, repeats), True),
+    ]
     skipped: dict[str, str] = {}
-    device = torch.device(device) if device is not None else (
-        torch.device("cuda") if torch.cuda.is_available() else None)
+    device = (
+        torch.device(device) if device is not None else (torch.device("cuda") if torch.cuda.is_available() else None)
+    )
     if device is not None and device.type == "cuda":
         stages.append(StageTime("pin", time_calls(lambda: [t.pin_memory() for t in tensors], repeats).median, False))
         pinned = [t.pin_memory() for t in tensors]
@@ -168,8 +188,15 @@ def _decoder_times(dataset: Dataset, raw: list[Any], repeats: int) -> dict[str, 
     return {name: seconds * len(raw) for name, seconds in time_decoders(raw, size, max_pixels, repeats).items()}
 
 
-def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence[torch.Tensor], workers: int,
-           cpus: int, decoder_s: dict[str, float] | None = None) -> str:
+def advise(
+    stage: str,
+    dataset: Dataset,
+    collate_fn: Callable,
+    tensors: Sequence[torch.Tensor],
+    workers: int,
+    cpus: int,
+    decoder_s: dict[str, float] | None = None,
+) -> str:
     """What would make ``stage`` cheaper for this dataset and these settings — only what it does not do
     already (``decoder_s``: seconds per batch measured for each decoder, to name only faster ones)
     — or a plain statement that the stage is at its best here."""
@@ -183,8 +210,11 @@ def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence
         if decoder_s and current in decoder_s:
             faster = sorted((t, name) for name, t in decoder_s.items() if t < decoder_s[current] * _CLEARLY_FASTER)
             if faster:
-                options.append("decoder=" + " or ".join(f"{name!r} ({t * 1000:.0f} ms a batch here)" for t, name in faster)
-                               + f" instead of {current!r} ({decoder_s[current] * 1000:.0f} ms)")
+                options.append(
+                    "decoder="
+                    + " or ".join(f"{name!r} ({t * 1000:.0f} ms a batch here)" for t, name in faster)
+                    + f" instead of {current!r} ({decoder_s[current] * 1000:.0f} ms)"
+                )
         if not isinstance(dataset, DecodedArrayDataset):
             options.append("a decoded pack (labkit pack --decoded N, read with DecodedArrayDataset): no decode at all")
     elif stage == "transform":
@@ -195,7 +225,10 @@ def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence
         if any(t.is_floating_point() for t in tensors):
             options.append("hand over uint8 batches and convert on the device: 4x fewer bytes than float32")
         if stage == "worker→main copy":
-            options.append("reuse shared-memory batch slots instead of a fresh segment per batch (labkit.workers.shared_slots.SlotLoader)")
+            options.append(
+                "reuse shared-memory batch slots instead of a fresh segment per batch "
+                "(labkit.workers.shared_slots.SlotLoader)"
+            )
         if stage == "device copy":
             options.append(_OVERLAP_COPY)
     if stage in _WORKER_STAGES and workers < cpus:
@@ -203,8 +236,10 @@ def advise(stage: str, dataset: Dataset, collate_fn: Callable, tensors: Sequence
     if options:
         return "; ".join(options)
     if stage in _WORKER_STAGES:
-        return (f"{stage} is already at its best with these settings ({workers} workers on {cpus} CPUs); "
-                "the remaining levers are fewer pixels per sample or more CPUs")
+        return (
+            f"{stage} is already at its best with these settings ({workers} workers on {cpus} CPUs); "
+            "the remaining levers are fewer pixels per sample or more CPUs"
+        )
     return f"{stage} is already at its best with these settings: the batch is uint8 and already pinned"
 
 
@@ -222,8 +257,10 @@ class SlowSampleReport:
 
     def __str__(self) -> str:
         s = np.asarray(self.seconds) * 1000
-        lines = [f"{len(s)} samples: median {np.median(s):.2f} ms, p95 {np.percentile(s, 95):.2f} ms, "
-                 f"max {s.max():.2f} ms; slowest:"]
+        lines = [
+            f"{len(s)} samples: median {np.median(s):.2f} ms, p95 {np.percentile(s, 95):.2f} ms, "
+            f"max {s.max():.2f} ms; slowest:"
+        ]
         for index, seconds, path in self.slowest():
             lines.append(f"  {seconds * 1000:9.2f} ms  sample {index}  {path or ''}")
         return "\n".join(lines)
@@ -239,8 +276,9 @@ class SlowSampleReport:
         return ax
 
 
-def find_slow_samples(dataset: Dataset, indices: Sequence[int] | None = None,
-                      progress: bool = True) -> SlowSampleReport:
+def find_slow_samples(
+    dataset: Dataset, indices: Sequence[int] | None = None, progress: bool = True
+) -> SlowSampleReport:
     """Time ``dataset[i]`` for each index (all by default) in this process."""
     from tqdm.auto import tqdm
 
@@ -271,8 +309,9 @@ class Timeline:
         """Share of `span` that ``worker`` spent fetching. Fetches still running after the loop's last
         batch (prefetching that nobody will receive) count only up to it."""
         end = self.start + self.span
-        busy = sum(max(0.0, min(f["end"], end) - max(f["start"], self.start))
-                   for f in self.fetches if f["worker"] == worker)
+        busy = sum(
+            max(0.0, min(f["end"], end) - max(f["start"], self.start)) for f in self.fetches if f["worker"] == worker
+        )
         return busy / self.span if self.span else 0.0
 
     def __str__(self) -> str:
@@ -292,8 +331,9 @@ class Timeline:
             bars = [(f["start"] - self.start, f["end"] - f["start"]) for f in self.fetches if f["worker"] == worker]
             ax.broken_barh(bars, (lane - 0.4, 0.8), facecolors=f"C{lane % 10}", edgecolor="white")
         top = len(workers)
-        ax.scatter([t - self.start for t in self.received], [top] * len(self.received), marker="|", s=200,
-                   color="black")
+        ax.scatter(
+            [t - self.start for t in self.received], [top] * len(self.received), marker="|", s=200, color="black"
+        )
         ax.set_yticks(list(range(top + 1)), [f"worker {w}" for w in workers] + ["main loop"])
         ax.set_xlabel("seconds")
         return ax
@@ -310,6 +350,16 @@ def record_timeline(dataset: Dataset, batches: int = 20, **loader_kwargs: Any) -
         if k + 1 >= batches:
             break
     del loader
-    fetches = [{"worker": r["worker"], "pid": r["pid"], "first": r["indices"][0], "size": len(r["indices"]),
-                "start": r["start"], "end": r["time"]} for r in log.records() if r["event"] == "end"]
+    fetches = [
+        {
+            "worker": r["worker"],
+            "pid": r["pid"],
+            "first": r["indices"][0],
+            "size": len(r["indices"]),
+            "start": r["start"],
+            "end": r["time"],
+        }
+        for r in log.records()
+        if r["event"] == "end"
+    ]
     return Timeline(fetches, received, start)

@@ -83,22 +83,32 @@ def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
     if plan.num_workers == 0:
         return Finding("ok", "shared memory", "no workers: batches never pass through /dev/shm")
     need = plan.shm_bytes
-    what = (f"{count(plan.ranks_per_node, 'rank')} × (num_workers {plan.num_workers} × prefetch_factor "
-            f"{plan.prefetch_factor} + 2) × "
-            f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_size(need)} in /dev/shm at once")
+    what = (
+        f"{count(plan.ranks_per_node, 'rank')} × (num_workers {plan.num_workers} × prefetch_factor "
+        f"{plan.prefetch_factor} + 2) × "
+        f"{plan.batch_bytes / 2**20:.1f} MiB batches = {_size(need)} in /dev/shm at once"
+    )
     if facts.shm_total is None or facts.shm_free is None:
         return Finding("ok", "shared memory", f"{what}; /dev/shm not available on {os_name()}: none to run out of")
     if facts.shm_total == 0:  # a tmpfs mounted without a size limit reports no blocks
         return Finding("ok", "shared memory", f"{what}; /dev/shm reports no size limit to run out of")
-    fix = ("give the container more (docker run --shm-size=8g), or lower prefetch_factor, num_workers or the batch "
-           "size (and keep batches uint8). set_sharing_strategy('file_system') does not help: both strategies put "
-           "every batch in /dev/shm; it is the fix for 'Too many open files'")
+    fix = (
+        "give the container more (docker run --shm-size=8g), or lower prefetch_factor, num_workers or the batch "
+        "size (and keep batches uint8). set_sharing_strategy('file_system') does not help: both strategies put "
+        "every batch in /dev/shm; it is the fix for 'Too many open files'"
+    )
     if need > facts.shm_free:
-        return Finding("fail", "shared memory", f"{what}, but only {_size(facts.shm_free)} free: expect 'unable to "
-                       "allocate shared memory(shm) ... No space left on device' (some torch releases print another "
-                       "errno there) from a worker whose collate_fn stacks into /dev/shm, a loader that waits forever when a worker's finished batch cannot "
-                       "be moved there (it is dropped), or, where torch cannot reserve the space up front, "
-                       "'DataLoader worker ... killed by signal: Bus error'", fix)
+        return Finding(
+            "fail",
+            "shared memory",
+            f"{what}, but only {_size(facts.shm_free)} free: expect 'unable to "
+            "allocate shared memory(shm) ... No space left on device' (some torch releases print another "
+            "errno there) from a worker whose collate_fn stacks into /dev/shm, a loader that waits forever when a "
+            "worker's finished batch cannot "
+            "be moved there (it is dropped), or, where torch cannot reserve the space up front, "
+            "'DataLoader worker ... killed by signal: Bus error'",
+            fix,
+        )
     if need > facts.shm_free / 2:
         return Finding("warn", "shared memory", f"{what}, over half of the {_size(facts.shm_free)} free", fix)
     return Finding("ok", "shared memory", f"{what} of {_size(facts.shm_free)} free")
@@ -106,25 +116,38 @@ def check_shared_memory(plan: LoaderPlan, facts: MemoryFacts) -> Finding:
 
 def check_pinned_memory(plan: LoaderPlan, facts: MemoryFacts, cuda: bool) -> Finding:
     if not plan.pin_memory:
-        return Finding("ok", "pinned memory", "pin_memory off" + ("" if not cuda else
-                       "; host→device copies cannot overlap compute"), "" if not cuda else
-                       "pin_memory=True with non_blocking copies (labkit.device.transfer.DevicePrefetcher)")
+        return Finding(
+            "ok",
+            "pinned memory",
+            "pin_memory off" + ("" if not cuda else "; host→device copies cannot overlap compute"),
+            "" if not cuda else "pin_memory=True with non_blocking copies (labkit.device.transfer.DevicePrefetcher)",
+        )
     if not cuda:
-        return Finding("warn", "pinned memory", "pin_memory=True without a CUDA device does nothing useful",
-                       "pin_memory=torch.cuda.is_available()")
+        return Finding(
+            "warn",
+            "pinned memory",
+            "pin_memory=True without a CUDA device does nothing useful",
+            "pin_memory=torch.cuda.is_available()",
+        )
     pinned = plan.ranks_per_node * (plan.num_workers * plan.prefetch_factor + 1) * plan.batch_bytes
     text = f"about {_size(pinned)} of page-locked RAM ({_size(facts.ram_available)} available)"
     if facts.ram_available and pinned > facts.ram_available / 4:
-        return Finding("warn", "pinned memory", text + ": pinned pages cannot be swapped, the OS can run out",
-                       "lower prefetch_factor or batch size, keep batches uint8")
+        return Finding(
+            "warn",
+            "pinned memory",
+            text + ": pinned pages cannot be swapped, the OS can run out",
+            "lower prefetch_factor or batch size, keep batches uint8",
+        )
     return Finding("ok", "pinned memory", text)
 
 
 def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
     processes = plan.ranks_per_node * (plan.num_workers + 1)
-    text = (f"{count(plan.ranks_per_node, 'rank')} × ({count(plan.num_workers, 'worker')} + 1 main) = "
-            f"{processes} busy "
-            f"processes on {count(cpus, 'CPU')}")
+    text = (
+        f"{count(plan.ranks_per_node, 'rank')} × ({count(plan.num_workers, 'worker')} + 1 main) = "
+        f"{processes} busy "
+        f"processes on {count(cpus, 'CPU')}"
+    )
     per_rank = cpu_budget(ranks=plan.ranks_per_node, cpus=cpus).workers_per_rank
     fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process: labkit.core.cpus.cpu_budget)"
     if processes > 2 * cpus:
@@ -139,11 +162,17 @@ def check_worker_threads(plan: LoaderPlan, cpus: int) -> Finding:
         return Finding("ok", "threads in workers", "no workers")
     per_worker, sources = threads_per_worker()
     total = plan.ranks_per_node * plan.num_workers * per_worker
-    text = (f"torch uses 1 thread per worker (DataLoader sets it), but native libraries may start {per_worker} "
-            f"each ({', '.join(sources)}): up to {total} threads on {cpus} CPUs")
+    text = (
+        f"torch uses 1 thread per worker (DataLoader sets it), but native libraries may start {per_worker} "
+        f"each ({', '.join(sources)}): up to {total} threads on {cpus} CPUs"
+    )
     if total > cpus:
-        return Finding("warn", "threads in workers", text,
-                       "worker_init_fn=labkit.workers.thread_budget.limit_worker_threads (or OMP_NUM_THREADS=1)")
+        return Finding(
+            "warn",
+            "threads in workers",
+            text,
+            "worker_init_fn=labkit.workers.thread_budget.limit_worker_threads (or OMP_NUM_THREADS=1)",
+        )
     return Finding("ok", "threads in workers", text)
 
 
@@ -153,12 +182,18 @@ def check_decode_threads(plan: LoaderPlan, cpus: int) -> Finding:
     threads = plan.decode_threads or budget.decode_threads(plan.num_workers)
     where = f"{count(plan.num_workers, 'worker')}" if plan.num_workers else "the main process (no workers)"
     ranks = f" of each of {count(plan.ranks_per_node, 'rank')}" if plan.ranks_per_node > 1 else ""
-    text = (f"{threads} decoding {'thread' if threads == 1 else 'threads'} in each of {where}{ranks}: "
-            f"{threads * processes} on {count(cpus, 'CPU')}")
+    text = (
+        f"{threads} decoding {'thread' if threads == 1 else 'threads'} in each of {where}{ranks}: "
+        f"{threads * processes} on {count(cpus, 'CPU')}"
+    )
     if threads * processes > cpus:
-        return Finding("warn", "decode threads", text + ": more than the cores, so they take turns",
-                       f"decode_threads={budget.decode_threads(plan.num_workers)} (or None: "
-                       "labkit.core.cpus.cpu_budget shares the rank's CPUs)")
+        return Finding(
+            "warn",
+            "decode threads",
+            text + ": more than the cores, so they take turns",
+            f"decode_threads={budget.decode_threads(plan.num_workers)} (or None: "
+            "labkit.core.cpus.cpu_budget shares the rank's CPUs)",
+        )
     return Finding("ok", "decode threads", text)
 
 
@@ -167,46 +202,73 @@ def check_main_threads(plan: LoaderPlan, cpus: int) -> Finding:
     budget = cpu_budget(ranks=plan.ranks_per_node, cpus=cpus).main_threads(plan.num_workers)
     text = f"the main process runs {threads} torch threads beside {plan.num_workers} busy workers on {cpus} CPUs"
     if plan.num_workers and threads > budget:
-        return Finding("warn", "main-process threads", text + ": OpenMP threads spin while they wait and take the "
-                       "workers' cores (`labkit autotune` measures main-thread counts here)",
-                       f"torch.set_num_threads({budget})  # labkit.workers.thread_budget.main_thread_budget(num_workers)")
+        return Finding(
+            "warn",
+            "main-process threads",
+            text + ": OpenMP threads spin while they wait and take the "
+            "workers' cores (`labkit autotune` measures main-thread counts here)",
+            f"torch.set_num_threads({budget})  # labkit.workers.thread_budget.main_thread_budget(num_workers)",
+        )
     return Finding("ok", "main-process threads", text)
 
 
 def check_start_method(threads: Sequence[str]) -> Finding:
     method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
     if method == "fork" and len(threads) > 1:
-        return Finding("warn", "fork after threads", f"start method fork with {len(threads)} threads running "
-                       f"({first(threads, 4)}): a lock held by a thread at fork time stays locked in every "
-                       "worker, which then hangs (seed 6.5)",
-                       "create DataLoaders before starting threads, or multiprocessing_context='forkserver'")
+        return Finding(
+            "warn",
+            "fork after threads",
+            f"start method fork with {len(threads)} threads running "
+            f"({first(threads, 4)}): a lock held by a thread at fork time stays locked in every "
+            "worker, which then hangs (seed 6.5)",
+            "create DataLoaders before starting threads, or multiprocessing_context='forkserver'",
+        )
     if method == "fork":
-        return Finding("ok", "start method", "fork: workers start fast and share the parent's memory "
-                       "copy-on-write (keep paths in numpy arrays: labkit.datasets.encoded_images does)")
-    return Finding("ok", "start method", f"{method}: workers import your code afresh, so datasets, samplers and "
-                   "collates must be importable (not defined in a notebook); use persistent_workers=True")
+        return Finding(
+            "ok",
+            "start method",
+            "fork: workers start fast and share the parent's memory "
+            "copy-on-write (keep paths in numpy arrays: labkit.datasets.encoded_images does)",
+        )
+    return Finding(
+        "ok",
+        "start method",
+        f"{method}: workers import your code afresh, so datasets, samplers and "
+        "collates must be importable (not defined in a notebook); use persistent_workers=True",
+    )
 
 
-def diagnose(plan: LoaderPlan, cpus: int | None = None, facts: MemoryFacts | None = None,
-             cuda: bool | None = None, threads: Sequence[str] | None = None) -> list[Finding]:
+def diagnose(
+    plan: LoaderPlan,
+    cpus: int | None = None,
+    facts: MemoryFacts | None = None,
+    cuda: bool | None = None,
+    threads: Sequence[str] | None = None,
+) -> list[Finding]:
     """Every check, for ``plan`` on this machine (the keyword arguments stand in for the machine in tests)."""
     cpus = usable_cpus() if cpus is None else cpus
     facts = memory_facts() if facts is None else facts
     cuda = torch.cuda.is_available() if cuda is None else cuda
     threads = [t.name for t in threading.enumerate()] if threads is None else threads
-    return [check_shared_memory(plan, facts), check_pinned_memory(plan, facts, cuda), check_cpus(plan, cpus),
-            check_worker_threads(plan, cpus), check_decode_threads(plan, cpus), check_main_threads(plan, cpus),
-            check_start_method(threads)]
+    return [
+        check_shared_memory(plan, facts),
+        check_pinned_memory(plan, facts, cuda),
+        check_cpus(plan, cpus),
+        check_worker_threads(plan, cpus),
+        check_decode_threads(plan, cpus),
+        check_main_threads(plan, cpus),
+        check_start_method(threads),
+    ]
 
 
 def format_findings(plan: LoaderPlan, findings: list[Finding]) -> str:
-    head = (f"labkit doctor: num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} × batch_size "
-            f"{plan.batch_size} of "
-            f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), "
-            f"{count(plan.ranks_per_node, 'rank')} "
-            f"per node, pin_memory={plan.pin_memory}")
+    head = (
+        f"labkit doctor: num_workers {plan.num_workers} × prefetch_factor {plan.prefetch_factor} × batch_size "
+        f"{plan.batch_size} of "
+        f"{'x'.join(map(str, plan.image))} ({plan.bytes_per_value}-byte values), "
+        f"{count(plan.ranks_per_node, 'rank')} "
+        f"per node, pin_memory={plan.pin_memory}"
+    )
     counts = {level: sum(f.level == level for f in findings) for level in ("fail", "warn", "ok")}
     tail = f"{counts['fail']} fail, {counts['warn']} warn, {counts['ok']} ok"
     return "\n".join([head, *map(str, findings), tail])
-
-

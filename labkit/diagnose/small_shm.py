@@ -63,9 +63,12 @@ def _enter_namespaces() -> None:
     try:
         _libc_call("unshare", _CLONE_NEWUSER | _CLONE_NEWNS)
     except PrivateShmUnavailable as e:
-        raise PrivateShmUnavailable(e.errno, f"{e.strerror}; unprivileged user namespaces are disabled here "
-                                    "(sysctl kernel.unprivileged_userns_clone or user.max_user_namespaces), "
-                                    "or this process already runs several threads") from None
+        raise PrivateShmUnavailable(
+            e.errno,
+            f"{e.strerror}; unprivileged user namespaces are disabled here "
+            "(sysctl kernel.unprivileged_userns_clone or user.max_user_namespaces), "
+            "or this process already runs several threads",
+        ) from None
     # Map our own user and group to root inside the namespace, which may then mount.
     for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
         with open(f"/proc/self/{name}", "w", encoding="ascii") as f:
@@ -131,8 +134,14 @@ def _outcome(error: BaseException) -> str:
     return f"{type(error).__name__}: {text}"
 
 
-def run_plan(shm_bytes: int, num_workers: int, prefetch_factor: int, batch_size: int, batches: int = 8,
-             whole_batches: bool = False) -> dict[str, Any]:
+def run_plan(
+    shm_bytes: int,
+    num_workers: int,
+    prefetch_factor: int,
+    batch_size: int,
+    batches: int = 8,
+    whole_batches: bool = False,
+) -> dict[str, Any]:
     """One epoch of ``batches`` batches in a fresh /dev/shm of ``shm_bytes``; what happened.
 
     ``whole_batches`` makes each worker return a whole batch (``batch_size=None`` to the loader),
@@ -148,15 +157,33 @@ def run_plan(shm_bytes: int, num_workers: int, prefetch_factor: int, batch_size:
     private_shm(shm_bytes)
     plan = LoaderPlan(num_workers=num_workers, prefetch_factor=prefetch_factor, batch_size=batch_size, image=IMAGE)
     level = check_shared_memory(plan, memory_facts()).level  # the doctor, inside this /dev/shm, before the loader
-    result: dict[str, Any] = {"plan": [num_workers, prefetch_factor, batch_size], "shm_mib": shm_bytes / MIB,
-                              "batch_mib": plan.batch_bytes / MIB, "whole_batches": whole_batches, "level": level,
-                              "outcome": "completed", "error": None, "batches": 0, "peak_used_mib": 0.0}
+    result: dict[str, Any] = {
+        "plan": [num_workers, prefetch_factor, batch_size],
+        "shm_mib": shm_bytes / MIB,
+        "batch_mib": plan.batch_bytes / MIB,
+        "whole_batches": whole_batches,
+        "level": level,
+        "outcome": "completed",
+        "error": None,
+        "batches": 0,
+        "peak_used_mib": 0.0,
+    }
     if whole_batches:
-        loader = watched_loader(FilledImages(batches, batch_size), timeout=WHOLE_BATCH_HANG_S, batch_size=None,
-                                num_workers=num_workers, prefetch_factor=prefetch_factor)
+        loader = watched_loader(
+            FilledImages(batches, batch_size),
+            timeout=WHOLE_BATCH_HANG_S,
+            batch_size=None,
+            num_workers=num_workers,
+            prefetch_factor=prefetch_factor,
+        )
     else:  # default_collate stacks each batch straight into /dev/shm inside the worker
-        loader = DataLoader(FilledImages(batches * batch_size), batch_size=batch_size, num_workers=num_workers,
-                            prefetch_factor=prefetch_factor, timeout=20)
+        loader = DataLoader(
+            FilledImages(batches * batch_size),
+            batch_size=batch_size,
+            num_workers=num_workers,
+            prefetch_factor=prefetch_factor,
+            timeout=20,
+        )
     try:
         for images in loader:
             time.sleep(0.05)  # a training step, slow enough for the workers to fill every prefetch slot
@@ -184,7 +211,9 @@ def _plan(text: str) -> tuple[int, int, int]:
     try:
         num_workers, prefetch_factor, batch_size = (int(v) for v in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: a plan is NUM_WORKERS,PREFETCH_FACTOR,BATCH_SIZE, e.g. 2,4,64") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a plan is NUM_WORKERS,PREFETCH_FACTOR,BATCH_SIZE, e.g. 2,4,64"
+        ) from None
     return num_workers, prefetch_factor, batch_size
 
 
@@ -192,12 +221,24 @@ def main(argv: Sequence[str] = ()) -> int:
     """``python -m labkit.diagnose.small_shm``: each plan's result as one JSON line (see the module's docstring)."""
     parser = argparse.ArgumentParser(description="Run DataLoader plans in a private, small /dev/shm.")
     parser.add_argument("--shm-mib", type=float, default=16)
-    parser.add_argument("--plan", type=_plan, action="append", required=True,
-                        help="NUM_WORKERS,PREFETCH_FACTOR,BATCH_SIZE (repeat for several)")
-    parser.add_argument("--sharing-strategy", choices=("file_descriptor", "file_system"), default=None,
-                        help="torch.multiprocessing's sharing strategy (default: torch's own)")
-    parser.add_argument("--whole-batches", action="store_true",
-                        help="each worker returns a whole batch (batch_size=None), run under the watchdog")
+    parser.add_argument(
+        "--plan",
+        type=_plan,
+        action="append",
+        required=True,
+        help="NUM_WORKERS,PREFETCH_FACTOR,BATCH_SIZE (repeat for several)",
+    )
+    parser.add_argument(
+        "--sharing-strategy",
+        choices=("file_descriptor", "file_system"),
+        default=None,
+        help="torch.multiprocessing's sharing strategy (default: torch's own)",
+    )
+    parser.add_argument(
+        "--whole-batches",
+        action="store_true",
+        help="each worker returns a whole batch (batch_size=None), run under the watchdog",
+    )
     args = parser.parse_args(list(argv) or None)
     size = int(args.shm_mib * MIB)
     try:
@@ -210,8 +251,10 @@ def main(argv: Sequence[str] = ()) -> int:
 
         torch.multiprocessing.set_sharing_strategy(args.sharing_strategy)
     for num_workers, prefetch_factor, batch_size in args.plan:
-        print(json.dumps(run_plan(size, num_workers, prefetch_factor, batch_size,
-                                  whole_batches=args.whole_batches)), flush=True)
+        print(
+            json.dumps(run_plan(size, num_workers, prefetch_factor, batch_size, whole_batches=args.whole_batches)),
+            flush=True,
+        )
     return 0
 
 

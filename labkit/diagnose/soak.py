@@ -1,11 +1,11 @@
 """A soak run of a loader: many epochs with persistent workers, watching for whatever grows.
 
-A leak of one percent per epoch hides in any single epoch and ends a week-long run. `run_soak`
-iterates a `make_loader` loader with persistent workers for many epochs and reads every figure the
-OS gives (`labkit.measure.process_memory.read_memory`) for the main process and each worker: once every worker has
-delivered its first batch (its decoder and buffers are in place by then), and at the end of each
-epoch (after ``gc.collect()``); and the main process's open file descriptors (where the OS lists them). After the loader is
-shut down it compares open descriptors and ``/dev/shm`` with what was there before.
+A leak of one percent per epoch hides in any single epoch and ends a week-long run. `run_soak` iterates a `make_loader`
+loader with persistent workers for many epochs and reads every figure the OS gives
+(`labkit.measure.process_memory.read_memory`) for the main process and each worker: once every worker has delivered its
+first batch (its decoder and buffers are in place by then), and at the end of each epoch (after ``gc.collect()``); and
+the main process's open file descriptors (where the OS lists them). After the loader is shut down it compares open
+descriptors and ``/dev/shm`` with what was there before.
 
 The verdict reads the memory a leak grows: *unique anonymous* memory (heap and copied-on-write
 pages no other process holds; USS where the OS does not separate them). A worker's is compared from
@@ -60,8 +60,10 @@ GROWTH_FLOOR = 16 * 2**20  # a worker's first epoch leaves a few MiB behind (all
 SHM_DIR = "/dev/shm"
 MAIN = "main"
 THREAD_EXIT_SECONDS = 30.0
-FILE_PAGES = ("pages of mapped files (a pack read through mmap, libraries), shared with the page cache and "
-              "reclaimable: they grow towards the files' size as epochs read more of them, and are not a leak")
+FILE_PAGES = (
+    "pages of mapped files (a pack read through mmap, libraries), shared with the page cache and "
+    "reclaimable: they grow towards the files' size as epochs read more of them, and are not a leak"
+)
 
 
 MIB = 2**20
@@ -113,7 +115,7 @@ def _held_shm() -> set[str]:
             for fd in os.listdir(f"/proc/{pid}/fd"):
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
                 if target.startswith(prefix):
-                    held.add(target[len(prefix):].split()[0])
+                    held.add(target[len(prefix) :].split()[0])
         except OSError:  # the process ended meanwhile, or is not ours to read
             continue
     return held
@@ -200,32 +202,44 @@ class SoakReport:
         """One line per finding, each with what to look at; empty when nothing grew or leaked."""
         out = []
         kind, n = self.leak_measure, len(self.epochs)
-        label = MEASURES[kind] + ("" if kind == "unique_anonymous" else
-                                  f" (unique anonymous memory is not available on {os_name()})")
+        label = MEASURES[kind] + (
+            "" if kind == "unique_anonymous" else f" (unique anonymous memory is not available on {os_name()})"
+        )
         for role, grown in self.growth().items():
             if grown is None or grown <= self.growth_limit or (self._change(role, kind) or 0) <= self.growth_floor:
                 continue
             first, last = getattr(self.baseline(role), kind)[role], getattr(self.epochs[-1], kind)[role]
-            where = ("look for Python lists or dicts of per-sample objects that the workers read (copy-on-write: "
-                     "reading an object writes its reference count, and the page it sits on is copied), caches "
-                     "without a bound, or state kept across batches" if role != MAIN else
-                     "look for what the training loop keeps across steps (losses kept as tensors, batches "
-                     "appended to a list), caches without a bound; or, if the workers grew too, pages they "
-                     "copied on write, which leaves the main process as the only holder of the original")
-            out.append(f"{role} (pid {self.pids[role]}): {label} memory grew {grown:.1%} from {self._since(role)} "
-                       f"to the end of epoch {n} ({_mib(first)} -> {_mib(last)} MiB), over the "
-                       f"{self.growth_limit:.0%} limit and {self.growth_floor / 2**20:.0f} MiB: {where}")
+            where = (
+                "look for Python lists or dicts of per-sample objects that the workers read (copy-on-write: "
+                "reading an object writes its reference count, and the page it sits on is copied), caches "
+                "without a bound, or state kept across batches"
+                if role != MAIN
+                else "look for what the training loop keeps across steps (losses kept as tensors, batches "
+                "appended to a list), caches without a bound; or, if the workers grew too, pages they "
+                "copied on write, which leaves the main process as the only holder of the original"
+            )
+            out.append(
+                f"{role} (pid {self.pids[role]}): {label} memory grew {grown:.1%} from {self._since(role)} "
+                f"to the end of epoch {n} ({_mib(first)} -> {_mib(last)} MiB), over the "
+                f"{self.growth_limit:.0%} limit and {self.growth_floor / 2**20:.0f} MiB: {where}"
+            )
         first, last = self.epochs[0], self.epochs[-1]
         if first.open_fds is not None and last.open_fds is not None and last.open_fds > first.open_fds:
-            out.append(f"open file descriptors of the main process grew from {first.open_fds} at the end of epoch 1 "
-                       f"to {last.open_fds} at the end of epoch {n}: something opens a file per batch and keeps it")
+            out.append(
+                f"open file descriptors of the main process grew from {first.open_fds} at the end of epoch 1 "
+                f"to {last.open_fds} at the end of epoch {n}: something opens a file per batch and keeps it"
+            )
         if self.fds_before is not None and self.fds_after is not None and self.fds_after > self.fds_before:
-            out.append(f"the main process has {self.fds_after - self.fds_before} more open file descriptors after "
-                       f"the loader shut down than before it started ({self.fds_before} -> {self.fds_after}); "
-                       "list them with ls -l /proc/<pid>/fd")
+            out.append(
+                f"the main process has {self.fds_after - self.fds_before} more open file descriptors after "
+                f"the loader shut down than before it started ({self.fds_before} -> {self.fds_after}); "
+                "list them with ls -l /proc/<pid>/fd"
+            )
         if self.shm_left:
-            out.append(f"{SHM_DIR}: {', '.join(self.shm_left)} appeared during the run and no process holds them; "
-                       "whatever created them never unlinked them (remove them with rm)")
+            out.append(
+                f"{SHM_DIR}: {', '.join(self.shm_left)} appeared during the run and no process holds them; "
+                "whatever created them never unlinked them (remove them with rm)"
+            )
         if self.workers_left:
             out.append(f"{', '.join(self.workers_left)} still running after the loader shut down")
         return out
@@ -243,15 +257,20 @@ class SoakReport:
         for role, grown in self.growth("rss").items():
             if grown is None or not any(self._grew(role, kind) for kind in ("rss", "file_backed", "shared_memory")):
                 continue
-            text = (f"{role}: RSS grew {grown:.1%} from {self._since(role)} to the end of epoch {len(self.epochs)} "
-                    f"({(self._change(role, 'rss') or 0) / 2**20:+.1f} MiB)")
-            file_backed, anonymous, shm = (self._change(role, kind) for kind in ("file_backed", "anonymous",
-                                                                               "shared_memory"))
+            text = (
+                f"{role}: RSS grew {grown:.1%} from {self._since(role)} to the end of epoch {len(self.epochs)} "
+                f"({(self._change(role, 'rss') or 0) / 2**20:+.1f} MiB)"
+            )
+            file_backed, anonymous, shm = (
+                self._change(role, kind) for kind in ("file_backed", "anonymous", "shared_memory")
+            )
             if file_backed is None or anonymous is None or shm is None:
                 out.append(f"{text}; which kind of pages grew is not available on {os_name()}")
             else:
-                out.append(f"{text}: file-backed {file_backed / 2**20:+.1f} MiB, {FILE_PAGES}; anonymous "
-                           f"{anonymous / 2**20:+.1f} MiB; shared memory {shm / 2**20:+.1f} MiB")
+                out.append(
+                    f"{text}: file-backed {file_backed / 2**20:+.1f} MiB, {FILE_PAGES}; anonymous "
+                    f"{anonymous / 2**20:+.1f} MiB; shared memory {shm / 2**20:+.1f} MiB"
+                )
         return out
 
     def unavailable(self) -> list[str]:
@@ -265,9 +284,11 @@ class SoakReport:
         last epoch; then the findings, and what explains any RSS growth."""
         n, verdict = len(self.epochs), self.leak_measure
         readings = (self.first_batch, self.epochs[0], self.epochs[-1])
-        lines = [f"MiB after every worker's first batch, at the end of epoch 1 and of epoch {n}; growth from a "
-                 "worker's first batch, or from the main process's epoch 1",
-                 f"{'process':<10}{'memory':<18}{'first batch':>12}{'epoch 1':>10}{f'epoch {n}':>10}{'growth':>9}"]
+        lines = [
+            f"MiB after every worker's first batch, at the end of epoch 1 and of epoch {n}; growth from a "
+            "worker's first batch, or from the main process's epoch 1",
+            f"{'process':<10}{'memory':<18}{'first batch':>12}{'epoch 1':>10}{f'epoch {n}':>10}{'growth':>9}",
+        ]
         for role in self.pids:
             growth = {kind: self.growth(kind)[role] for kind in MEASURES}
             for kind, label in MEASURES.items():
@@ -275,30 +296,45 @@ class SoakReport:
                 cells = "".join(f"{_mib(getattr(r, kind).get(role)):>{w}}" for r, w in zip(readings, (12, 10, 10)))
                 grown = "n/a" if growth[kind] is None else f"{growth[kind]:.1%}"
                 lines.append(f"{role if kind == 'rss' else '':<10}{label + mark:<18}{cells}{grown:>9}")
-        lines.append(f"* the verdict's measure: what a leak or copy-on-write grows (limit: {self.growth_limit:.0%} "
-                     f"and {self.growth_floor / 2**20:.0f} MiB)")
+        lines.append(
+            f"* the verdict's measure: what a leak or copy-on-write grows (limit: {self.growth_limit:.0%} "
+            f"and {self.growth_floor / 2**20:.0f} MiB)"
+        )
         missing = self.unavailable()
         if missing:
             lines.append(f"n/a: {', '.join(missing)} not available on {os_name()}")
         first, last = self.epochs[0], self.epochs[-1]
         fds = (self.fds_before, first.open_fds, last.open_fds, self.fds_after)
-        lines.append(f"open fds of main: {_count(fds[0])} before, {_count(fds[1])} after epoch 1, {_count(fds[2])} "
-                     f"after epoch {n}, {_count(fds[3])} after shutdown; {len(self.shm_left)} /dev/shm segments left")
+        lines.append(
+            f"open fds of main: {_count(fds[0])} before, {_count(fds[1])} after epoch 1, {_count(fds[2])} "
+            f"after epoch {n}, {_count(fds[3])} after shutdown; {len(self.shm_left)} /dev/shm segments left"
+        )
         found = self.problems()
-        lines += [f"PROBLEM: {p}" for p in found] if found else [
-            f"ok: no process's {MEASURES[verdict]} memory grew more than {self.growth_limit:.0%} and "
-            f"{self.growth_floor / 2**20:.0f} MiB, nothing leaked"]
+        lines += (
+            [f"PROBLEM: {p}" for p in found]
+            if found
+            else [
+                f"ok: no process's {MEASURES[verdict]} memory grew more than {self.growth_limit:.0%} and "
+                f"{self.growth_floor / 2**20:.0f} MiB, nothing leaked"
+            ]
+        )
         lines += [f"note: {note}" for note in self.notes()]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "leak_measure": self.leak_measure,
-                **{f"growth_{kind}": self.growth(kind) for kind in MEASURES},
-                "problems": self.problems(), "notes": self.notes(), "not_available": self.unavailable()}
+        return {
+            **asdict(self),
+            "leak_measure": self.leak_measure,
+            **{f"growth_{kind}": self.growth(kind) for kind in MEASURES},
+            "problems": self.problems(),
+            "notes": self.notes(),
+            "not_available": self.unavailable(),
+        }
 
 
-def _one_epoch(loader: Any, step: Callable[[Any], Any] | None,
-               after_batch: Callable[[int], None] | None = None) -> float:
+def _one_epoch(
+    loader: Any, step: Callable[[Any], Any] | None, after_batch: Callable[[int], None] | None = None
+) -> float:
     """Seconds to iterate ``loader`` once, calling ``after_batch(batches so far)``; no batch outlives the call."""
     watch = Stopwatch()
     for count, batch in enumerate(loader, 1):
@@ -319,10 +355,17 @@ def join_threads_started_since(before: set[threading.Thread], timeout: float = T
             thread.join(deadline.remaining)
 
 
-def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_workers: int = 2,
-             step: Callable[[Any], Any] | None = None, growth_limit: float = GROWTH_LIMIT,
-             growth_floor: int = GROWTH_FLOOR,
-             progress: bool = False, **loader_kwargs: Any) -> SoakReport:
+def run_soak(
+    dataset: Dataset,
+    epochs: int = 20,
+    batch_size: int = 64,
+    num_workers: int = 2,
+    step: Callable[[Any], Any] | None = None,
+    growth_limit: float = GROWTH_LIMIT,
+    growth_floor: int = GROWTH_FLOOR,
+    progress: bool = False,
+    **loader_kwargs: Any,
+) -> SoakReport:
     """Iterate ``dataset`` for ``epochs`` through `make_loader` with persistent workers, calling
     ``step(batch)`` on each batch (your training step, or nothing), and record what every process held.
 
@@ -337,8 +380,10 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
         raise LabkitValueError(f"epochs={epochs}: growth is measured from the end of epoch 1, so soak at least 2")
     pid_log = SharedLog("labkit-soak-pids-")
     if num_workers > 0:
-        loader_kwargs.update(persistent_workers=True,
-                             worker_init_fn=WorkerInitChain(RecordWorkerPid(pid_log), loader_kwargs.get("worker_init_fn")))
+        loader_kwargs.update(
+            persistent_workers=True,
+            worker_init_fn=WorkerInitChain(RecordWorkerPid(pid_log), loader_kwargs.get("worker_init_fn")),
+        )
     gc.collect()
     fds_before, shm_before = open_fds(), shm_segments()
     threads_before = set(threading.enumerate())
@@ -372,8 +417,7 @@ def run_soak(dataset: Dataset, epochs: int = 20, batch_size: int = 64, num_worke
     workers_left = [f"{role} (pid {pid})" for role, pid in pids.items() if role != MAIN and running(pid)]
     new_shm = shm_segments() - shm_before
     left = sorted(new_shm - _held_shm()) if new_shm else []
-    return SoakReport(warm[0], records, pids, fds_before, open_fds(), left, workers_left, growth_limit,
-                      growth_floor)
+    return SoakReport(warm[0], records, pids, fds_before, open_fds(), left, workers_left, growth_limit, growth_floor)
 
 
 @dataclass
@@ -394,8 +438,9 @@ class WorkerMemoryTrace:
     def mib(self, kind: str = "private") -> dict[str, np.ndarray]:
         """Each worker's ``private``, ``anonymous`` or ``rss`` readings in MiB, as arrays to plot (NaN, a gap in
         the line, where the OS gave none)."""
-        return {w: np.array([np.nan if v is None else v / MIB for v in values])
-                for w, values in getattr(self, kind).items()}
+        return {
+            w: np.array([np.nan if v is None else v / MIB for v in values]) for w, values in getattr(self, kind).items()
+        }
 
     def growth_mib(self, kind: str = "private") -> dict[str, float | None]:
         """MiB each worker's ``private``, ``anonymous`` or ``rss`` memory grew from the first reading to the last;
@@ -417,17 +462,31 @@ class WorkerMemoryTrace:
 
         ax = ax or plt.subplots(figsize=(7, 3.5))[1]
         for k, (worker, values) in enumerate(self.mib(kind).items()):
-            ax.plot(self.epochs, values, marker="o", color=color,
-                    linestyle=("-", "--", ":", "-.")[k % 4], label=f"{label} {worker}".strip())
+            ax.plot(
+                self.epochs,
+                values,
+                marker="o",
+                color=color,
+                linestyle=("-", "--", ":", "-.")[k % 4],
+                label=f"{label} {worker}".strip(),
+            )
         ax.set_xlabel("epochs read by the main loop")
         names = {"private": "private", "anonymous": "unique anonymous", "rss": "resident (RSS)"}
         ax.set_ylabel(f"{names[kind]} memory per worker, MiB")
         return ax
 
 
-def trace_worker_memory(dataset: Dataset, epochs: int = 3, readings_per_epoch: int = 4, batch_size: int = 1000,
-                        num_workers: int = 2, seed: int = 0, progress: bool = True,
-                        multiprocessing_context: str | None = None, freeze_gc: bool = True) -> WorkerMemoryTrace:
+def trace_worker_memory(
+    dataset: Dataset,
+    epochs: int = 3,
+    readings_per_epoch: int = 4,
+    batch_size: int = 1000,
+    num_workers: int = 2,
+    seed: int = 0,
+    progress: bool = True,
+    multiprocessing_context: str | None = None,
+    freeze_gc: bool = True,
+) -> WorkerMemoryTrace:
     """Iterate ``dataset`` in a shuffled order for ``epochs`` with persistent workers and read every
     worker's memory as soon as the workers have started, then ``readings_per_epoch`` times each epoch.
 
@@ -439,9 +498,16 @@ def trace_worker_memory(dataset: Dataset, epochs: int = 3, readings_per_epoch: i
     from tqdm.auto import tqdm
 
     log = SharedLog("labkit-workermem-")
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                        generator=torch.Generator().manual_seed(seed), persistent_workers=True,
-                        worker_init_fn=RecordWorkerPid(log), multiprocessing_context=multiprocessing_context)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=num_workers,
+        generator=torch.Generator().manual_seed(seed),
+        persistent_workers=True,
+        worker_init_fn=RecordWorkerPid(log),
+        multiprocessing_context=multiprocessing_context,
+    )
     per_epoch = len(loader)
     marks = {max(1, round(k * per_epoch / readings_per_epoch)) for k in range(1, readings_per_epoch + 1)}
     method = multiprocessing_context or torch.multiprocessing.get_start_method()

@@ -35,7 +35,9 @@ def _read(path: str) -> bytes:
         return f.read()
 
 
-def run_stages(path: str, decoder: str, size: Size = OUTPUT_SIZE) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
+def run_stages(
+    path: str, decoder: str, size: Size = OUTPUT_SIZE
+) -> tuple[torch.Tensor, torch.Tensor, dict[str, float]]:
     """One sample read, decoded by ``decoder`` and normalised: (uint8 image, normalised float image, seconds per
     stage in the order they ran; every stage of `STAGES` once)."""
     decode = get_decoder(decoder)  # a clear error for an unknown name
@@ -113,12 +115,17 @@ class StageReport:
         raise LabkitKeyError(f"no decoder {decoder!r} timed here; timed: {', '.join(r.decoder for r in self.results)}")
 
     def __str__(self) -> str:
-        lines = [f"median ms per sample over {self.samples} files",
-                 f"{'decoder':<13}" + "".join(f"{name:>11}" for name in STAGES) + f"{'total':>9}  slowest"]
+        lines = [
+            f"median ms per sample over {self.samples} files",
+            f"{'decoder':<13}" + "".join(f"{name:>11}" for name in STAGES) + f"{'total':>9}  slowest",
+        ]
         for r in self.results:
             ms = r.median_ms
-            lines.append(f"{r.decoder:<13}" + "".join(f"{ms[name]:>11.2f}" for name in STAGES)
-                         + f"{r.total_ms:>9.2f}  {r.slowest} ({r.share(r.slowest):.0%})")
+            lines.append(
+                f"{r.decoder:<13}"
+                + "".join(f"{ms[name]:>11.2f}" for name in STAGES)
+                + f"{r.total_ms:>9.2f}  {r.slowest} ({r.share(r.slowest):.0%})"
+            )
         return "\n".join(lines)
 
     def plot(self, ax: Any = None) -> Any:
@@ -139,11 +146,13 @@ class StageReport:
         return ax
 
 
-def compare_decoders(paths: Sequence[str], decoders: Sequence[str] = tuple(DECODERS), size: Size = OUTPUT_SIZE,
-                     progress: bool = True) -> StageReport:
+def compare_decoders(
+    paths: Sequence[str], decoders: Sequence[str] = tuple(DECODERS), size: Size = OUTPUT_SIZE, progress: bool = True
+) -> StageReport:
     """`time_stages` for each decoder on the same files, one after the other."""
     from tqdm.auto import tqdm
 
-    results = [time_stages(paths, d, size)
-               for d in tqdm(decoders, desc="decoders", unit="decoder", disable=not progress)]
+    results = [
+        time_stages(paths, d, size) for d in tqdm(decoders, desc="decoders", unit="decoder", disable=not progress)
+    ]
     return StageReport(results, len(paths))

@@ -2,13 +2,16 @@
 
 from labkit.core.lazy import lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "DistInfo": "ranks",
-    "init_from_env": "ranks",
-    "close_process_group": "ranks",
-    "stage_to_local": "ranks",
-    "file_crc32": "ranks",
-    "CheckpointError": "checkpoint",
-    "save_checkpoint": "checkpoint",
-    "load_checkpoint": "checkpoint",
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "DistInfo": "ranks",
+        "init_from_env": "ranks",
+        "close_process_group": "ranks",
+        "stage_to_local": "ranks",
+        "file_crc32": "ranks",
+        "CheckpointError": "checkpoint",
+        "save_checkpoint": "checkpoint",
+        "load_checkpoint": "checkpoint",
+    },
+)

@@ -77,11 +77,18 @@ def _refuse_unloadable(state: Mapping[str, Any], path: str) -> None:
         return
     where, value = found
     kind = f"{type(value).__module__}.{type(value).__qualname__}"
-    hint = (" (argparse's: save vars(args) instead)" if kind == "argparse.Namespace" else
-            " (numpy's: save .tolist(), .item() or torch.from_numpy(...) instead)" if kind.startswith("numpy") else "")
-    raise CheckpointError(f"{path}: not saved: {where} is of type {kind}{hint}, which load_checkpoint would refuse at "
-                          "resume (it builds only tensors, numbers, strings, lists, tuples and dicts, so no code in "
-                          "the file ever runs); save plain values or state_dict()s there")
+    hint = (
+        " (argparse's: save vars(args) instead)"
+        if kind == "argparse.Namespace"
+        else " (numpy's: save .tolist(), .item() or torch.from_numpy(...) instead)"
+        if kind.startswith("numpy")
+        else ""
+    )
+    raise CheckpointError(
+        f"{path}: not saved: {where} is of type {kind}{hint}, which load_checkpoint would refuse at "
+        "resume (it builds only tensors, numbers, strings, lists, tuples and dicts, so no code in "
+        "the file ever runs); save plain values or state_dict()s there"
+    )
 
 
 def save_checkpoint(state: Mapping[str, Any], path: PathLike) -> None:
@@ -110,25 +117,35 @@ def load_checkpoint(path: PathLike, map_location: Any = "cpu") -> dict[str, Any]
         data = f.read()
     start = len(MAGIC) + HEADER_STRUCT.size
     if len(data) < start or not data.startswith(MAGIC):
-        raise CheckpointError(f"{path} is not a labkit checkpoint (no {MAGIC!r} header): "
-                              "pass a file written by labkit.distributed.checkpoint.save_checkpoint")
+        raise CheckpointError(
+            f"{path} is not a labkit checkpoint (no {MAGIC!r} header): "
+            "pass a file written by labkit.distributed.checkpoint.save_checkpoint"
+        )
     length, crc = HEADER_STRUCT.unpack_from(data, len(MAGIC))
     payload = memoryview(data)[start:]
     if len(payload) != length:
-        raise CheckpointError(f"{path} is truncated or padded: {len(payload)} bytes of state where its header "
-                              f"says {length}; it was cut off after it was written (an interrupted copy?): "
-                              "resume from an earlier checkpoint")
+        raise CheckpointError(
+            f"{path} is truncated or padded: {len(payload)} bytes of state where its header "
+            f"says {length}; it was cut off after it was written (an interrupted copy?): "
+            "resume from an earlier checkpoint"
+        )
     if zlib.crc32(payload) != crc:
-        raise CheckpointError(f"{path} is damaged: its checksum does not match its contents; check the disk "
-                              "and resume from an earlier checkpoint")
+        raise CheckpointError(
+            f"{path} is damaged: its checksum does not match its contents; check the disk "
+            "and resume from an earlier checkpoint"
+        )
     try:
         state = torch.load(io.BytesIO(payload), map_location=map_location, weights_only=True)
     except Exception as error:  # UnpicklingError or RuntimeError, depending on where torch.load stopped
         named = re.search(r"Unsupported global: GLOBAL (\S+)", str(error))
         if named:
-            raise CheckpointError(f"{path} asks for {named.group(1)}, and load_checkpoint builds only tensors, "
-                                  "numbers, strings, lists, tuples and dicts (no code in the file ran): save "
-                                  "state_dict()s, with numpy values turned into int/float or tensors") from error
-        raise CheckpointError(f"{path} passed its checksum but torch.load cannot read it ({error}): it was not "
-                              "written by save_checkpoint, or by a torch this one cannot read") from error
+            raise CheckpointError(
+                f"{path} asks for {named.group(1)}, and load_checkpoint builds only tensors, "
+                "numbers, strings, lists, tuples and dicts (no code in the file ran): save "
+                "state_dict()s, with numpy values turned into int/float or tensors"
+            ) from error
+        raise CheckpointError(
+            f"{path} passed its checksum but torch.load cannot read it ({error}): it was not "
+            "written by save_checkpoint, or by a torch this one cannot read"
+        ) from error
     return state

@@ -45,19 +45,30 @@ def init_from_env(backend: str | None = None, timeout: datetime.timedelta | None
     10 to 30 minutes) — a test or a demo sets it short so a hang becomes an error."""
     missing = [v for v in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if v not in os.environ]
     if missing:
-        raise LabkitRuntimeError(f"{', '.join(missing)} not set: start this under torchrun, e.g. "
-                           "`torchrun --nproc_per_node=2 -m labkit.course.ddp_demo`")
+        raise LabkitRuntimeError(
+            f"{', '.join(missing)} not set: start this under torchrun, e.g. "
+            "`torchrun --nproc_per_node=2 -m labkit.course.ddp_demo`"
+        )
     local_rank = this_node_rank()
     cuda = torch.cuda.is_available()
     backend = backend or ("nccl" if cuda else "gloo")
-    device = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda and backend == "nccl" else \
-        torch.device("cpu")
+    device = (
+        torch.device("cuda", local_rank % torch.cuda.device_count())
+        if cuda and backend == "nccl"
+        else torch.device("cpu")
+    )
     if device.type == "cuda":
         torch.cuda.set_device(device)
     if not dist.is_initialized():
         dist.init_process_group(backend, **({"timeout": timeout} if timeout is not None else {}))
-    return DistInfo(dist.get_rank(), dist.get_world_size(), local_rank,
-                    int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())), backend, device)
+    return DistInfo(
+        dist.get_rank(),
+        dist.get_world_size(),
+        local_rank,
+        int(os.environ.get("LOCAL_WORLD_SIZE", dist.get_world_size())),
+        backend,
+        device,
+    )
 
 
 def close_process_group() -> None:
@@ -108,14 +119,19 @@ def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: 
         raise LabkitValueError("two shards have the same file name; staging would overwrite one with the other")
     if local_rank == 0:
         os.makedirs(local_dir, exist_ok=True)
-        todo = [(src, dst) for src, dst in zip(map(os.fspath, shards), targets)
-                if not (os.path.exists(dst) and os.path.getsize(dst) == os.path.getsize(src)
-                        and _crc32(dst) == _crc32(src))]
+        todo = [
+            (src, dst)
+            for src, dst in zip(map(os.fspath, shards), targets)
+            if not (os.path.exists(dst) and os.path.getsize(dst) == os.path.getsize(src) and _crc32(dst) == _crc32(src))
+        ]
         for _, dst in todo:  # a killed earlier staging's partial copies, before the space is counted
             clear_dead_temporaries(dst)
         stale = [os.path.getsize(dst) for _, dst in todo if os.path.exists(dst)]  # each freed once its copy lands
-        require_space(local_dir, sum(os.path.getsize(src) for src, _ in todo) - sum(stale) + max(stale, default=0),
-                      f"{count(len(todo), 'shard')} to copy")
+        require_space(
+            local_dir,
+            sum(os.path.getsize(src) for src, _ in todo) - sum(stale) + max(stale, default=0),
+            f"{count(len(todo), 'shard')} to copy",
+        )
         for src, dst in todo:
             _copy_verified(src, dst)
     if dist.is_available() and dist.is_initialized():

@@ -39,8 +39,15 @@ def block_sizes(n: int) -> list:
     return sorted({min(2**k, n) for k in range(n.bit_length() + 1)})
 
 
-def sweep_block_sizes(labels: Sequence[int], offsets: Sequence[int], lengths: Sequence[int], batch_size: int,
-                      page_size: int = 1 << 20, seed: int = 0, window: int = 1) -> Tradeoff:
+def sweep_block_sizes(
+    labels: Sequence[int],
+    offsets: Sequence[int],
+    lengths: Sequence[int],
+    batch_size: int,
+    page_size: int = 1 << 20,
+    seed: int = 0,
+    window: int = 1,
+) -> Tradeoff:
     """`score_order` of epoch 0 of a `BlockShuffleSampler` (with ``window``) for every block size of
     `block_sizes`, and of a seeded `RandomSampler` order and the file order, on a data set stored as
     ``offsets``/``lengths`` (a pack's index) with classes ``labels``."""
@@ -51,8 +58,9 @@ def sweep_block_sizes(labels: Sequence[int], offsets: Sequence[int], lengths: Se
     def scores(order: Sequence[int]) -> OrderScores:
         return score_order(order, labels, offsets, lengths, batch_size, page_size)
 
-    blocks = {b: scores(BlockShuffleSampler(n, block_size=b, window=window, seed=seed).order(0))
-              for b in block_sizes(n)}
+    blocks = {
+        b: scores(BlockShuffleSampler(n, block_size=b, window=window, seed=seed).order(0)) for b in block_sizes(n)
+    }
     shuffled = torch.randperm(n, generator=torch.Generator().manual_seed(seed)).tolist()  # RandomSampler's order
     return Tradeoff(batch_size, page_size, blocks, scores(shuffled), scores(list(range(n))), window)
 
@@ -65,8 +73,15 @@ def _nearby_labels(points: dict[int, OrderScores], closeness: float = 0.03) -> d
     x_range, y_range = (max(xs) - min(xs)) or 1.0, (max(ys) - min(ys)) or 1.0
     groups: dict[tuple[float, float], list[str]] = {}
     for b, s in points.items():
-        near = next((xy for xy in groups if abs(xy[0] - s.pages_per_batch) <= closeness * x_range
-                     and abs(xy[1] - s.class_entropy) <= closeness * y_range), None)
+        near = next(
+            (
+                xy
+                for xy in groups
+                if abs(xy[0] - s.pages_per_batch) <= closeness * x_range
+                and abs(xy[1] - s.class_entropy) <= closeness * y_range
+            ),
+            None,
+        )
         groups.setdefault(near or (s.pages_per_batch, s.class_entropy), []).append(str(b))
     return groups
 
@@ -78,13 +93,23 @@ def plot_tradeoff(tradeoff: Tradeoff, ax: Any = None) -> Any:
 
     ax = ax or plt.subplots(figsize=(6.5, 3.6), dpi=80)[1]
     points = tradeoff.blocks
-    ax.plot([s.pages_per_batch for s in points.values()], [s.class_entropy for s in points.values()], "o-",
-            color="C0", label=f"BlockShuffleSampler, window={tradeoff.window}")
+    ax.plot(
+        [s.pages_per_batch for s in points.values()],
+        [s.class_entropy for s in points.values()],
+        "o-",
+        color="C0",
+        label=f"BlockShuffleSampler, window={tradeoff.window}",
+    )
     for (x, y), sizes in _nearby_labels(points).items():
         ax.annotate(", ".join(sizes), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
     ax.plot(tradeoff.random.pages_per_batch, tradeoff.random.class_entropy, "s", color="C3", label="RandomSampler")
-    ax.plot(tradeoff.sequential.pages_per_batch, tradeoff.sequential.class_entropy, "^", color="C2",
-            label="SequentialSampler")
+    ax.plot(
+        tradeoff.sequential.pages_per_batch,
+        tradeoff.sequential.class_entropy,
+        "^",
+        color="C2",
+        label="SequentialSampler",
+    )
     page = f"{tradeoff.page_size >> 20} MiB" if tradeoff.page_size >= 1 << 20 else f"{tradeoff.page_size} B"
     ax.set_xlabel(f"pages of {page} touched per batch of {tradeoff.batch_size}")
     ax.set_ylabel("class entropy per batch (0-1)")

@@ -68,9 +68,12 @@ class CoreUsage:
         overall = float(means.mean())
         others = max(0.0, overall / 100 - self.own_share)
         own_cores = self.own_share * len(self.cores)
-        lines = [f"{len(self.cores)} cores busy on average " + ", ".join(f"{m:.0f} %" for m in means)
-                 + f" ({len(self.times)} samples); this process and its workers used {self.own_share:.0%} of them"
-                 + (f", other programs about {others:.0%}" if others >= 0.05 else "")]
+        lines = [
+            f"{len(self.cores)} cores busy on average "
+            + ", ".join(f"{m:.0f} %" for m in means)
+            + f" ({len(self.times)} samples); this process and its workers used {self.own_share:.0%} of them"
+            + (f", other programs about {others:.0%}" if others >= 0.05 else "")
+        ]
         idle_cores = self.idle_cores(idle)
         mean_iowait = self.mean_iowait
         if mean_iowait is None:
@@ -79,31 +82,44 @@ class CoreUsage:
         else:
             waiting = [c for c, w in zip(self.cores, mean_iowait) if w >= IO_WAIT]
         if waiting:
-            lines.append(f"cores {waiting} spent over {IO_WAIT:.0f} % of the run waiting on I/O: the storage is slow "
-                         "for this access pattern (pack the files, keep them on local disk, leave room in the page "
-                         "cache); more workers only queue more reads")
+            lines.append(
+                f"cores {waiting} spent over {IO_WAIT:.0f} % of the run waiting on I/O: the storage is slow "
+                "for this access pattern (pack the files, keep them on local disk, leave room in the page "
+                "cache); more workers only queue more reads"
+            )
         if idle_cores:
-            lines.append(f"cores {idle_cores} stayed mostly idle (under {idle:.0f} %): there is room for more "
-                         "workers, or the workers are waiting on something other than the CPU")
+            lines.append(
+                f"cores {idle_cores} stayed mostly idle (under {idle:.0f} %): there is room for more "
+                "workers, or the workers are waiting on something other than the CPU"
+            )
         elif means.min() >= busy:
             if others >= CROWDED:
-                lines.append(f"every core busy, but this process and its workers had only {own_cores:.1f} of the "
-                             f"{len(self.cores)} cores' time: other programs' work hides whether more workers would "
-                             "help (they would have to win cores from those programs); rerun on a quieter machine "
-                             "before acting on this")
+                lines.append(
+                    f"every core busy, but this process and its workers had only {own_cores:.1f} of the "
+                    f"{len(self.cores)} cores' time: other programs' work hides whether more workers would "
+                    "help (they would have to win cores from those programs); rerun on a quieter machine "
+                    "before acting on this"
+                )
             elif data_share is not None and data_share < MODEL_BOUND:
-                lines.append("every core busy and the loop hardly waits for data: the compute side sets the pace. "
-                             "On a GPU machine, cores this busy while the GPU's busy share is low point at the "
-                             "device side or the copy to it")
+                lines.append(
+                    "every core busy and the loop hardly waits for data: the compute side sets the pace. "
+                    "On a GPU machine, cores this busy while the GPU's busy share is low point at the "
+                    "device side or the copy to it"
+                )
             else:
-                lines.append("every core busy: the CPU is the limit. More workers cannot help; decode less "
-                             "(a faster decoder, a decoded pack), move work to the device, or get more cores")
+                lines.append(
+                    "every core busy: the CPU is the limit. More workers cannot help; decode less "
+                    "(a faster decoder, a decoded pack), move work to the device, or get more cores"
+                )
         else:
-            lines.append(f"cores between {idle:.0f} and {busy:.0f} % busy: neither picture is clear; "
-                         "profile_loader's wait share says which side to look at")
+            lines.append(
+                f"cores between {idle:.0f} and {busy:.0f} % busy: neither picture is clear; "
+                "profile_loader's wait share says which side to look at"
+            )
         if others >= CROWDED and not (means.min() >= busy and not idle_cores):
-            lines.append("other programs took a large share of these cores: rerun on a quieter machine "
-                         "before acting on this")
+            lines.append(
+                "other programs took a large share of these cores: rerun on a quieter machine before acting on this"
+            )
         return "\n".join(lines)
 
     def plot(self, ax: Any = None, title: str = "") -> Any:
@@ -112,10 +128,17 @@ class CoreUsage:
 
         ax = ax or plt.subplots(figsize=(7, 2.8), dpi=90)[1]
         for k, core in enumerate(self.cores):
-            line, = ax.plot(self.times, self.busy[:, k], label=f"core {core} busy", drawstyle="steps-post")
+            (line,) = ax.plot(self.times, self.busy[:, k], label=f"core {core} busy", drawstyle="steps-post")
             if self.iowait is not None and self.iowait[:, k].any():
-                ax.fill_between(self.times, 0, self.iowait[:, k], step="post", alpha=0.3, color=line.get_color(),
-                                label=f"core {core} I/O wait")
+                ax.fill_between(
+                    self.times,
+                    0,
+                    self.iowait[:, k],
+                    step="post",
+                    alpha=0.3,
+                    color=line.get_color(),
+                    label=f"core {core} I/O wait",
+                )
         ax.set_ylim(0, 105)
         ax.set_xlabel("seconds since sampling began")
         ax.set_ylabel("CPU busy (%)")
@@ -201,9 +224,13 @@ class CoreSampler:
         own = used / (wall * len(self.cores)) if wall > 0 else 0.0
         width = min((len(s) for s in self._samples), default=len(self.cores))
         cores = self.cores if all(c < width for c in self.cores) else list(range(width))  # ids past the list: hotplug
-        busy = np.array([[100.0 - s[c].idle - getattr(s[c], "iowait", 0.0) for c in cores]
-                         for s in self._samples]).reshape(-1, len(cores))
+        busy = np.array(
+            [[100.0 - s[c].idle - getattr(s[c], "iowait", 0.0) for c in cores] for s in self._samples]
+        ).reshape(-1, len(cores))
         reported = all(hasattr(s[c], "iowait") for s in self._samples for c in cores)  # not on macOS, Windows
-        iowait = (np.array([[s[c].iowait for c in cores] for s in self._samples]).reshape(-1, len(cores))
-                  if reported else None)
+        iowait = (
+            np.array([[s[c].iowait for c in cores] for s in self._samples]).reshape(-1, len(cores))
+            if reported
+            else None
+        )
         self.usage = CoreUsage(np.array(self._times), np.clip(busy, 0, 100), iowait, cores, min(1.0, own))

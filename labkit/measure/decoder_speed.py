@@ -17,8 +17,13 @@ from labkit.decode.decoder_contract import MAX_PIXELS, OUTPUT_SIZE, Size
 from labkit.decode.registry import DECODERS, get_decoder
 
 
-def time_decoders(blobs: Sequence[bytes], size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, repeats: int = 3,
-                  decoders: Sequence[str] = tuple(DECODERS)) -> dict[str, float]:
+def time_decoders(
+    blobs: Sequence[bytes],
+    size: Size = OUTPUT_SIZE,
+    max_pixels: int = MAX_PIXELS,
+    repeats: int = 3,
+    decoders: Sequence[str] = tuple(DECODERS),
+) -> dict[str, float]:
     """Seconds per image for each of ``decoders`` on ``blobs`` at output ``size`` (median of ``repeats`` passes)."""
     if not blobs:
         raise LabkitValueError("time_decoders needs at least one encoded image")

@@ -79,10 +79,16 @@ def prefetched_batches(loader: Any) -> int:
     return 0
 
 
-def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_batches: int | None = None,
-                   on_batch: Callable[[Any], None] | None = None,
-                   warmup_batches: int | None = None, min_seconds: float = 0.0,
-                   max_runs: int | None = None) -> Throughput:
+def measure_loader(
+    loader: Iterable,
+    runs: int = 3,
+    warmup_runs: int = 1,
+    max_batches: int | None = None,
+    on_batch: Callable[[Any], None] | None = None,
+    warmup_batches: int | None = None,
+    min_seconds: float = 0.0,
+    max_runs: int | None = None,
+) -> Throughput:
     """Time ``warmup_runs + runs`` consecutive passes of at most ``max_batches`` batches (default: an epoch).
 
     Warm-up passes absorb worker start-up and cold caches and are not counted; each measured
@@ -143,8 +149,9 @@ def measure_loader(loader: Iterable, runs: int = 3, warmup_runs: int = 1, max_ba
     finally:
         stream.close()
     images_per_s = statistics.median(rates)
-    return Throughput(images_per_s, images_measured / batches_measured / images_per_s, rates, batches,
-                      statistics.median(gaps))
+    return Throughput(
+        images_per_s, images_measured / batches_measured / images_per_s, rates, batches, statistics.median(gaps)
+    )
 
 
 @dataclass

@@ -141,8 +141,15 @@ class MemoryReading:
     unique_anonymous: int | None
 
 
-MEASURES = {"rss": "RSS", "file_backed": "file-backed", "shared_memory": "shared memory", "anonymous": "anonymous",
-            "unique_anonymous": "unique anonymous", "uss": "USS", "pss": "PSS"}
+MEASURES = {
+    "rss": "RSS",
+    "file_backed": "file-backed",
+    "shared_memory": "shared memory",
+    "anonymous": "anonymous",
+    "unique_anonymous": "unique anonymous",
+    "uss": "USS",
+    "pss": "PSS",
+}
 
 
 def read_memory(pid: Pid = None) -> MemoryReading | None:
@@ -157,8 +164,15 @@ def read_memory(pid: Pid = None) -> MemoryReading | None:
     except _GONE:
         return None
     status = _status_bytes(pid)
-    return MemoryReading(info.rss, getattr(info, "uss", None), getattr(info, "pss", None), status.get("RssAnon"),
-                         status.get("RssFile"), status.get("RssShmem"), unique_anonymous_bytes(pid))
+    return MemoryReading(
+        info.rss,
+        getattr(info, "uss", None),
+        getattr(info, "pss", None),
+        status.get("RssAnon"),
+        status.get("RssFile"),
+        status.get("RssShmem"),
+        unique_anonymous_bytes(pid),
+    )
 
 
 def descendants(pid: Pid = None) -> list[int]:
@@ -199,11 +213,13 @@ def tree_memory_measure() -> str:
 
 def describe_tree_memory() -> str:
     """One line for a table or a JSON file: which figure the memory column is, and what it counts."""
-    return {"PSS": "PSS of the main process and its workers, summed: a page they share counts once",
-            "USS": f"USS of the main process and its workers, summed (PSS not available on {os_name()}): "
-                   "pages they share are left out, so it is a lower bound",
-            "RSS": f"RSS of the main process and its workers, summed (PSS and USS not available on {os_name()}): "
-                   "a page they share counts once per process, so it is an upper bound"}[tree_memory_measure()]
+    return {
+        "PSS": "PSS of the main process and its workers, summed: a page they share counts once",
+        "USS": f"USS of the main process and its workers, summed (PSS not available on {os_name()}): "
+        "pages they share are left out, so it is a lower bound",
+        "RSS": f"RSS of the main process and its workers, summed (PSS and USS not available on {os_name()}): "
+        "a page they share counts once per process, so it is an upper bound",
+    }[tree_memory_measure()]
 
 
 def tree_memory_bytes() -> int:
@@ -220,8 +236,9 @@ class PeakMemory:
     ~20 ms each, too dear for every step of a fast loader. The first `sample` call always samples
     (the workers run by then; they need not at construction)."""
 
-    def __init__(self, interval: float = 2.0, read: Callable[[], int] = tree_memory_bytes,
-                 measure: str | None = None) -> None:
+    def __init__(
+        self, interval: float = 2.0, read: Callable[[], int] = tree_memory_bytes, measure: str | None = None
+    ) -> None:
         self.interval, self._read = interval, read
         self.measure = measure or tree_memory_measure()
         self.peak = read()

@@ -45,8 +45,12 @@ class PrefetcherReport(LoaderReport):
 
     @property
     def stages(self) -> list[tuple[str, list[float], str]]:
-        return [("wait for data (fetch)", self.wait_s, "tab:red"), ("transfer", self.transfer_s, "tab:orange"),
-                ("convert on the device", self.convert_s, "tab:purple"), ("compute", self.compute_s, "tab:blue")]
+        return [
+            ("wait for data (fetch)", self.wait_s, "tab:red"),
+            ("transfer", self.transfer_s, "tab:orange"),
+            ("convert on the device", self.convert_s, "tab:purple"),
+            ("compute", self.compute_s, "tab:blue"),
+        ]
 
     @property
     def device_stage_share(self) -> float:
@@ -55,9 +59,14 @@ class PrefetcherReport(LoaderReport):
         return (sum(self.transfer_s) + sum(self.convert_s)) / total if total else 0.0
 
 
-def profile_loader(loader: Iterable, steps: int = 20, model_step: Callable[[Any], Any] | None = None,
-                   device: torch.device | None = None, warmup: int = 2,
-                   split_device_stage: bool = True) -> LoaderReport:
+def profile_loader(
+    loader: Iterable,
+    steps: int = 20,
+    model_step: Callable[[Any], Any] | None = None,
+    device: torch.device | None = None,
+    warmup: int = 2,
+    split_device_stage: bool = True,
+) -> LoaderReport:
     """Run ``warmup + steps`` steps of a loop over ``loader`` and time each part of each step.
 
     ``model_step(batch)`` is your forward/backward (the batch is already on ``device``); on
@@ -73,8 +82,9 @@ def profile_loader(loader: Iterable, steps: int = 20, model_step: Callable[[Any]
         # already on the device when prepared: its own copy is a no-op, the conversion is not
         loader, device, convert = loader.loader, loader.device, loader.prepare
     device = torch.device(device) if device is not None else None
-    parts: list[Callable[[Any], Any]] = [lambda batch: to_device(batch, device, non_blocking=False)
-                                         if device is not None else batch]
+    parts: list[Callable[[Any], Any]] = [
+        lambda batch: to_device(batch, device, non_blocking=False) if device is not None else batch
+    ]
     if convert is not None:
         parts.append(convert)
     if model_step is not None:

@@ -65,17 +65,28 @@ class Verdict:
 def ratios(baseline: Sequence[float], candidate: Sequence[float], higher_is_better: bool = True) -> tuple:
     """(median ratio, lowest, highest) of candidate over baseline, as "times better"."""
     if len(baseline) < 1 or len(candidate) < 1 or min(*baseline, *candidate) <= 0:
-        raise LabkitValueError("each side needs at least one positive measurement, got "
-                               f"baseline={list(baseline)}, candidate={list(candidate)}")
+        raise LabkitValueError(
+            "each side needs at least one positive measurement, got "
+            f"baseline={list(baseline)}, candidate={list(candidate)}"
+        )
     if not higher_is_better:  # times: the faster side has the smaller number
         baseline, candidate = [1 / t for t in baseline], [1 / t for t in candidate]
     ratio = statistics.median(candidate) / statistics.median(baseline)
     return ratio, min(candidate) / max(baseline), max(candidate) / min(baseline)
 
 
-def judge(claim: str, baseline: Sequence[float], candidate: Sequence[float], *, expect: Expect = "better",
-          higher_is_better: bool = True, size: float | None = None, size_from: str = "the seed measured",
-          min_effect: float = MIN_EFFECT, goal: float | None = None) -> Verdict:
+def judge(
+    claim: str,
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    expect: Expect = "better",
+    higher_is_better: bool = True,
+    size: float | None = None,
+    size_from: str = "the seed measured",
+    min_effect: float = MIN_EFFECT,
+    goal: float | None = None,
+) -> Verdict:
     """The verdict on ``claim`` from repeated passes of the baseline and the candidate (images/s, or seconds
     with ``higher_is_better=False``). ``size`` is the ratio the seed gives, if any (``size_from`` words its
     source). ``goal``: the least ratio wanted, reached when the median is at or above it.
@@ -83,8 +94,10 @@ def judge(claim: str, baseline: Sequence[float], candidate: Sequence[float], *, 
     Needs two or more passes a side: one pass has no spread, and a verdict without one could not fail.
     """
     if len(baseline) < 2 or len(candidate) < 2:
-        raise LabkitValueError(f"{claim!r}: a verdict needs at least 2 passes of each side to know its noise, got "
-                               f"{len(baseline)} and {len(candidate)}; measure more runs")
+        raise LabkitValueError(
+            f"{claim!r}: a verdict needs at least 2 passes of each side to know its noise, got "
+            f"{len(baseline)} and {len(candidate)}; measure more runs"
+        )
     if expect not in ("better", "worse", "same"):
         raise LabkitValueError(f"expect={expect!r}: one of 'better', 'worse', 'same'")
     ratio, low, high = ratios(baseline, candidate, higher_is_better)
@@ -103,14 +116,28 @@ def judge(claim: str, baseline: Sequence[float], candidate: Sequence[float], *, 
             size_outcome = f"did not hold (here {ratio:.2f}x)"
         else:
             size_outcome = "held too" if outcome == HELD else "is within this run's spread"
-    return Verdict(claim, expect, ratio, low, high, outcome, (len(baseline), len(candidate)), size, size_from,
-                   size_outcome, goal, None if goal is None else goal_outcome(ratio, low, high, goal))
+    return Verdict(
+        claim,
+        expect,
+        ratio,
+        low,
+        high,
+        outcome,
+        (len(baseline), len(candidate)),
+        size,
+        size_from,
+        size_outcome,
+        goal,
+        None if goal is None else goal_outcome(ratio, low, high, goal),
+    )
 
 
 def goal_outcome(ratio: float, low: float, high: float, goal: float) -> str:
-    """"reached" or "not reached (here 1.64x)", and where the spread straddles the goal, so."""
+    """ "reached" or "not reached (here 1.64x)", and where the spread straddles the goal, so."""
     if goal <= 0:
         raise LabkitValueError(f"goal={goal}: a ratio, above 0")
     if ratio >= goal:
         return "reached" + (f", though the spread reaches below it ({low:.2f}x)" if low < goal else "")
-    return f"not reached (here {ratio:.2f}x)" + (f", though the spread reaches it ({high:.2f}x)" if high >= goal else "")
+    return f"not reached (here {ratio:.2f}x)" + (
+        f", though the spread reaches it ({high:.2f}x)" if high >= goal else ""
+    )

@@ -63,8 +63,16 @@ class DistributedBlockSampler(ResumableSampler):
     same rule as ``torch.utils.data.DistributedSampler``.
     """
 
-    def __init__(self, n: SampleCount, num_replicas: int | None = None, rank: int | None = None, seed: int = 0,
-                 drop_last: bool = False, block_size: int = 1024, window: int = 4) -> None:
+    def __init__(
+        self,
+        n: SampleCount,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+        seed: int = 0,
+        drop_last: bool = False,
+        block_size: int = 1024,
+        window: int = 4,
+    ) -> None:
         super().__init__(seed)
         n = sample_count(n, type(self).__name__)
         self.n, self.block_size, self.window, self.drop_last = int(n), int(block_size), int(window), drop_last

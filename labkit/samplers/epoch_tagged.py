@@ -59,4 +59,3 @@ class EpochTagged(PassThrough, Sampler):
         if hasattr(self._order(), "set_epoch"):
             self._order().set_epoch(epoch)
         self._passes = int(epoch)
-

@@ -26,12 +26,16 @@ class GroupedBatchSampler(ResumableSampler):
         self.members = [np.flatnonzero(inverse == g).tolist() for g in range(len(keys))]
         too_big = [(keys.tolist()[g], len(m)) for g, m in enumerate(self.members) if len(m) > batch_size]
         if too_big:
-            raise LabkitValueError(f"group {too_big[0][0]!r} has {too_big[0][1]} samples, more than batch_size="
-                             f"{batch_size}; raise batch_size or split the group")
+            raise LabkitValueError(
+                f"group {too_big[0][0]!r} has {too_big[0][1]} samples, more than batch_size="
+                f"{batch_size}; raise batch_size or split the group"
+            )
         self.batch_size, self.shuffle = int(batch_size), shuffle
 
     def order(self, epoch: int) -> list[list[int]]:
-        sequence = epoch_rng(self.seed, epoch).permutation(len(self.members)) if self.shuffle else range(len(self.members))
+        sequence = (
+            epoch_rng(self.seed, epoch).permutation(len(self.members)) if self.shuffle else range(len(self.members))
+        )
         batches: list[list[int]] = []
         current: list[int] = []
         for g in sequence:

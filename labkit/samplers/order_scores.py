@@ -20,6 +20,7 @@ import numpy as np
 
 # -- orders that are scored, not samplers --------------------------------------------------------------
 
+
 def shuffle_buffer_order(sequence: Sequence[int], buffer_size: int, rng: np.random.Generator) -> np.ndarray:
     """The order a streaming shuffle buffer (tf.data, WebDataset, FFCV's page buffer) produces."""
     out: list[int] = []
@@ -45,6 +46,7 @@ def page_buffer_order(n: int, page_size: int, buffer_pages: int, seed: int = 0) 
 
 # -- the scores: how random an order is, how local its reads are ----------------------------------------
 
+
 def batch_class_entropy(order: Sequence[int], labels: Sequence[int], batch_size: int) -> float:
     """Mean entropy of the class mix of each batch, as a fraction of the most it could be (1.0)."""
     order, labels = np.asarray(order), np.asarray(labels)
@@ -66,8 +68,9 @@ def mean_displacement(order: Sequence[int]) -> float:
     return float(np.abs(order - np.arange(len(order))).mean() / max(1, len(order)))
 
 
-def pages_per_batch(order: Sequence[int], offsets: Sequence[int], lengths: Sequence[int], batch_size: int,
-                    page_size: int = 1 << 20) -> float:
+def pages_per_batch(
+    order: Sequence[int], offsets: Sequence[int], lengths: Sequence[int], batch_size: int, page_size: int = 1 << 20
+) -> float:
     """Mean number of distinct ``page_size`` regions of the file each batch's reads touch.
 
     Sequential reads touch about ``batch bytes / page_size`` pages; a full shuffle touches
@@ -93,8 +96,17 @@ class OrderScores:
     pages_per_batch: float
 
 
-def score_order(order: Sequence[int], labels: Sequence[int], offsets: Sequence[int], lengths: Sequence[int],
-                batch_size: int, page_size: int = 1 << 20) -> OrderScores:
+def score_order(
+    order: Sequence[int],
+    labels: Sequence[int],
+    offsets: Sequence[int],
+    lengths: Sequence[int],
+    batch_size: int,
+    page_size: int = 1 << 20,
+) -> OrderScores:
     """The three scores above for one order, so an order's randomness and locality are read side by side."""
-    return OrderScores(batch_class_entropy(order, labels, batch_size), mean_displacement(order),
-                       pages_per_batch(order, offsets, lengths, batch_size, page_size))
+    return OrderScores(
+        batch_class_entropy(order, labels, batch_size),
+        mean_displacement(order),
+        pages_per_batch(order, offsets, lengths, batch_size, page_size),
+    )

@@ -47,8 +47,10 @@ def sample_count(n: SampleCount, sampler: str) -> int:
     elif hasattr(n, "__len__"):
         count = len(n)
     else:
-        raise LabkitTypeError(f"{sampler} takes the number of samples or the dataset, got {type(n).__name__}: "
-                              f"pass len(dataset) or the dataset")
+        raise LabkitTypeError(
+            f"{sampler} takes the number of samples or the dataset, got {type(n).__name__}: "
+            f"pass len(dataset) or the dataset"
+        )
     if count < 0:
         raise LabkitValueError(f"{sampler} needs a number of samples >= 0, got {count}")
     return count
@@ -105,8 +107,10 @@ class ResumableSampler(Sampler):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if state.get("sampler") != type(self).__name__ or state.get("seed") != self.seed:
-            raise LabkitValueError(f"state of {state.get('sampler')} with seed {state.get('seed')} cannot resume "
-                             f"{type(self).__name__} with seed {self.seed}: build the sampler as the run that saved it")
+            raise LabkitValueError(
+                f"state of {state.get('sampler')} with seed {state.get('seed')} cannot resume "
+                f"{type(self).__name__} with seed {self.seed}: build the sampler as the run that saved it"
+            )
         epoch, position = int(state["epoch"]), int(state["position"])
         length = len(self.order(epoch))
         if not 0 <= position <= length:

@@ -45,14 +45,17 @@ def _visible(name: str) -> bool:
 def scan_image_folder(root: PathLike) -> FolderIndex:
     """Index an ImageFolder tree; raise a clear error when it holds no class folder or no image."""
     if os.path.isfile(root) and is_pack(root):
-        raise LabkitFileNotFoundError(f"{os.fspath(root)} is a labkit pack, not an ImageFolder: open it with "
-                                      "PackedDataset (DecodedArrayDataset for a decoded pack)")
+        raise LabkitFileNotFoundError(
+            f"{os.fspath(root)} is a labkit pack, not an ImageFolder: open it with "
+            "PackedDataset (DecodedArrayDataset for a decoded pack)"
+        )
     root = require_folder(root)
     with os.scandir(root) as entries:
         classes = sorted(e.name for e in entries if _visible(e.name) and e.is_dir())
     if not classes:
-        raise LabkitFileNotFoundError(f"{root}: no class folders. An ImageFolder holds one sub-folder per class, "
-                                "each holding that class's images")
+        raise LabkitFileNotFoundError(
+            f"{root}: no class folders. An ImageFolder holds one sub-folder per class, each holding that class's images"
+        )
     relpaths: list[str] = []
     labels: list[int] = []
     for label, cls in enumerate(classes):
@@ -65,6 +68,8 @@ def scan_image_folder(root: PathLike) -> FolderIndex:
         relpaths.extend(found)
         labels.extend([label] * len(found))
     if not relpaths:
-        raise LabkitFileNotFoundError(f"{root}: no image files (extensions {', '.join(IMAGE_EXTENSIONS)}) "
-                                f"in its class folders ({first(classes, 5)})")
+        raise LabkitFileNotFoundError(
+            f"{root}: no image files (extensions {', '.join(IMAGE_EXTENSIONS)}) "
+            f"in its class folders ({first(classes, 5)})"
+        )
     return FolderIndex(root, classes, StringTable.from_strings(relpaths), np.asarray(labels, dtype=np.int64))

@@ -53,6 +53,8 @@ def is_pack(path: PathLike) -> bool:
             return f.read(len(MAGIC)) == MAGIC
     except OSError:
         return False
+
+
 VERSION = 1
 HEADER_SIZE = 128
 KIND_ENCODED = 0
@@ -72,8 +74,9 @@ SYNC_BEHIND = 128 << 20
 class PackError(LabkitError, ValueError):
     """A pack file is damaged or is not a pack; the message names the file and the sample."""
 
-    def __init__(self, message: str, pack_path: str | None = None, index: int | None = None,
-                 sample_path: str | None = None) -> None:
+    def __init__(
+        self, message: str, pack_path: str | None = None, index: int | None = None, sample_path: str | None = None
+    ) -> None:
         # One positional argument, so DataLoader can re-raise it in the main process.
         super().__init__(message)
         self.pack_path = pack_path
@@ -81,8 +84,9 @@ class PackError(LabkitError, ValueError):
         self.sample_path = sample_path
 
     @classmethod
-    def at(cls, pack_path: PathLike, problem: str, index: int | None = None,
-           sample_path: str | None = None, fix: str = "") -> PackError:
+    def at(
+        cls, pack_path: PathLike, problem: str, index: int | None = None, sample_path: str | None = None, fix: str = ""
+    ) -> PackError:
         """The error for ``problem`` in ``pack_path`` (at sample ``index``), with the fix."""
         where = os.fsdecode(pack_path)
         if index is not None:
@@ -155,17 +159,35 @@ class PackLayout:
 
 def _parse_header(path: PathLike, head: bytes, file_size: int) -> PackLayout:
     if len(head) < len(MAGIC) or head[: len(MAGIC)] != MAGIC:
-        raise NotAPackError.at(path, f"not a labkit pack (starts with {head[:8]!r}, expected {MAGIC!r})",
-                            fix="Pass a file written by `labkit pack`")
+        raise NotAPackError.at(
+            path,
+            f"not a labkit pack (starts with {head[:8]!r}, expected {MAGIC!r})",
+            fix="Pass a file written by `labkit pack`",
+        )
     if file_size < HEADER_SIZE:
-        raise TruncatedPackError.at(path, f"file is {file_size} bytes, shorter than the {HEADER_SIZE}-byte header",
-                                 fix=REPACK)
+        raise TruncatedPackError.at(
+            path, f"file is {file_size} bytes, shorter than the {HEADER_SIZE}-byte header", fix=REPACK
+        )
     fields = HEADER_STRUCT.unpack_from(head)
-    (_, version, kind, count, data_offset, index_offset, paths_length, meta_length,
-     total_size, alignment, trailer_crc) = fields
+    (
+        _,
+        version,
+        kind,
+        count,
+        data_offset,
+        index_offset,
+        paths_length,
+        meta_length,
+        total_size,
+        alignment,
+        trailer_crc,
+    ) = fields
     if version != VERSION:
-        raise UnsupportedVersionError.at(path, f"format version {version}; this labkit reads version {VERSION}",
-                                      fix="Upgrade labkit, or re-pack with this one")
+        raise UnsupportedVersionError.at(
+            path,
+            f"format version {version}; this labkit reads version {VERSION}",
+            fix="Upgrade labkit, or re-pack with this one",
+        )
     (header_crc,) = HEADER_CRC_STRUCT.unpack_from(head, HEADER_STRUCT.size)
     if zlib.crc32(head[: HEADER_STRUCT.size]) != header_crc:
         raise CorruptIndexError.at(path, "header checksum mismatch", fix=REPACK)
@@ -174,20 +196,25 @@ def _parse_header(path: PathLike, head: bytes, file_size: int) -> PackLayout:
     if file_size < total_size:
         raise TruncatedPackError.at(path, f"file is {file_size} bytes but its header says {total_size}", fix=REPACK)
     if file_size > total_size:
-        raise CorruptIndexError.at(path, f"{file_size - total_size} unexpected bytes after the end of the pack",
-                                fix=REPACK)
-    layout = PackLayout(kind, count, data_offset, index_offset, paths_length, meta_length,
-                        total_size, alignment, trailer_crc)
-    trailer_size = (count * RECORD_DTYPE.itemsize + (count + 1) * _PATH_OFFSET_DTYPE.itemsize
-                    + paths_length + meta_length)
-    if not (alignment >= 1 and HEADER_SIZE <= data_offset <= index_offset
-            and index_offset + trailer_size == total_size):
+        raise CorruptIndexError.at(
+            path, f"{file_size - total_size} unexpected bytes after the end of the pack", fix=REPACK
+        )
+    layout = PackLayout(
+        kind, count, data_offset, index_offset, paths_length, meta_length, total_size, alignment, trailer_crc
+    )
+    trailer_size = (
+        count * RECORD_DTYPE.itemsize + (count + 1) * _PATH_OFFSET_DTYPE.itemsize + paths_length + meta_length
+    )
+    if not (
+        alignment >= 1 and HEADER_SIZE <= data_offset <= index_offset and index_offset + trailer_size == total_size
+    ):
         raise CorruptIndexError.at(path, "section sizes in the header do not add up to the file size", fix=REPACK)
     return layout
 
 
-def _check_records(path: PathLike, layout: PackLayout, records: np.ndarray, paths: StringTable,
-                   n_classes: int, item_bytes: int | None) -> None:
+def _check_records(
+    path: PathLike, layout: PackLayout, records: np.ndarray, paths: StringTable, n_classes: int, item_bytes: int | None
+) -> None:
     """Bounds-check every record at once; name the first bad one."""
 
     def first_bad(mask: np.ndarray) -> int:
@@ -196,23 +223,33 @@ def _check_records(path: PathLike, layout: PackLayout, records: np.ndarray, path
     offsets = records["offset"]
     lengths = records["length"]
     # Written so that no sum can overflow uint64.
-    outside = (offsets < layout.data_offset) | (offsets > layout.index_offset) | (
-        lengths > layout.index_offset - np.minimum(offsets, layout.index_offset))
+    outside = (
+        (offsets < layout.data_offset)
+        | (offsets > layout.index_offset)
+        | (lengths > layout.index_offset - np.minimum(offsets, layout.index_offset))
+    )
     if outside.any():
         i = first_bad(outside)
         raise EntryOutOfBoundsError.at(
-            path, f"record points at bytes {int(offsets[i])}..{int(offsets[i]) + int(lengths[i])}, outside the "
-            f"blob region {layout.data_offset}..{layout.index_offset}", i, paths[i], REPACK)
+            path,
+            f"record points at bytes {int(offsets[i])}..{int(offsets[i]) + int(lengths[i])}, outside the "
+            f"blob region {layout.data_offset}..{layout.index_offset}",
+            i,
+            paths[i],
+            REPACK,
+        )
     labels = records["label"]
     bad_label = (labels < 0) | (labels >= n_classes)
     if bad_label.any():
         i = first_bad(bad_label)
-        raise CorruptIndexError.at(path, f"label {int(labels[i])} is not one of the {n_classes} classes",
-                                i, paths[i], REPACK)
+        raise CorruptIndexError.at(
+            path, f"label {int(labels[i])} is not one of the {n_classes} classes", i, paths[i], REPACK
+        )
     if item_bytes is not None and (lengths != item_bytes).any():
         i = first_bad(lengths != item_bytes)
-        raise CorruptIndexError.at(path, f"decoded sample has {int(lengths[i])} bytes, expected {item_bytes}",
-                                i, paths[i], REPACK)
+        raise CorruptIndexError.at(
+            path, f"decoded sample has {int(lengths[i])} bytes, expected {item_bytes}", i, paths[i], REPACK
+        )
 
 
 class PackReader:
@@ -240,15 +277,19 @@ class PackReader:
                 f.seek(layout.index_offset)
                 trailer = f.read(layout.total_size - layout.index_offset)
         except FileNotFoundError:
-            raise LabkitFileNotFoundError(f"{self.path}: no such pack file; make one with "
-                                    f"`labkit pack FOLDER {self.path}`") from None
+            raise LabkitFileNotFoundError(
+                f"{self.path}: no such pack file; make one with `labkit pack FOLDER {self.path}`"
+            ) from None
         except IsADirectoryError:
-            raise LabkitFileNotFoundError(f"{self.path} is a folder, not a pack file: open an ImageFolder with "
-                                          f"ImageFolderDataset, or pack it first (`labkit pack {self.path} "
-                                          f"{self.path.rstrip(os.sep)}.pack`)") from None
+            raise LabkitFileNotFoundError(
+                f"{self.path} is a folder, not a pack file: open an ImageFolder with "
+                f"ImageFolderDataset, or pack it first (`labkit pack {self.path} "
+                f"{self.path.rstrip(os.sep)}.pack`)"
+            ) from None
         if zlib.crc32(trailer) != layout.trailer_crc:
-            raise CorruptIndexError.at(self.path, "index checksum mismatch (records, paths or metadata damaged)",
-                                       fix=REPACK)
+            raise CorruptIndexError.at(
+                self.path, "index checksum mismatch (records, paths or metadata damaged)", fix=REPACK
+            )
         base = layout.index_offset
         self.records = np.frombuffer(trailer, RECORD_DTYPE, layout.count, layout.records_offset - base)
         path_offsets = np.frombuffer(trailer, _PATH_OFFSET_DTYPE, layout.count + 1, layout.path_offsets_offset - base)
@@ -279,8 +320,9 @@ class PackReader:
         if self._map is None:
             size = os.path.getsize(self.path)
             if size != self.layout.total_size:  # changed since opened: reading past its end would be a Bus error
-                raise TruncatedPackError.at(self.path, f"file is now {size} bytes, was {self.layout.total_size}",
-                                            fix=REPACK)
+                raise TruncatedPackError.at(
+                    self.path, f"file is now {size} bytes, was {self.layout.total_size}", fix=REPACK
+                )
             # a plain ndarray over the mapping (it keeps the mapping alive): slicing an np.memmap runs
             # Python-level __array_finalize__, ~7 us a sample
             self._map = np.memmap(self.path, dtype=np.uint8, mode="r").view(np.ndarray)
@@ -332,8 +374,9 @@ class PackReader:
         offset = int(self._offsets[i])
         blob = self._blobs()[offset : offset + int(self._lengths[i])]
         if self.check_crc and zlib.crc32(blob) != int(self._crcs[i]):
-            raise ChecksumMismatchError.at(self.path, "checksum mismatch: the bytes changed since packing",
-                                        i, self.paths[i], REPACK)
+            raise ChecksumMismatchError.at(
+                self.path, "checksum mismatch: the bytes changed since packing", i, self.paths[i], REPACK
+            )
         return blob
 
     def read(self, i: int) -> bytes:
@@ -352,20 +395,25 @@ class PackReader:
             bad = [k for k, (data, crc) in enumerate(zip(out, self._crcs[checked].tolist())) if zlib.crc32(data) != crc]
             if bad:
                 i = int(checked[bad[0]])
-                raise ChecksumMismatchError.at(self.path, "checksum mismatch: the bytes changed since packing",
-                                               i, self.paths[i], REPACK)
+                raise ChecksumMismatchError.at(
+                    self.path, "checksum mismatch: the bytes changed since packing", i, self.paths[i], REPACK
+                )
         return out
 
     def read_decoded(self, indices: Sequence[int], out: np.ndarray | None = None) -> np.ndarray:
         """Decoded samples as one writable uint8 array of shape (len(indices), C, H, W): ``out`` if
         given (a batch buffer in shared memory, say), else a new one."""
         if self.decoded_shape is None:
-            raise LabkitTypeError(f"{self.path}: holds encoded images; decode them (labkit.decode) or pack with --decoded")
+            raise LabkitTypeError(
+                f"{self.path}: holds encoded images; decode them (labkit.decode) or pack with --decoded"
+            )
         shape = (len(indices), *self.decoded_shape)
         if out is None:
             out = np.empty(shape, dtype=np.uint8)
         elif out.shape != shape or out.dtype != np.uint8 or not out.flags.c_contiguous:
-            raise LabkitValueError(f"out must be a C-contiguous uint8 array of shape {shape}, got {out.dtype} {out.shape}")
+            raise LabkitValueError(
+                f"out must be a C-contiguous uint8 array of shape {shape}, got {out.dtype} {out.shape}"
+            )
         flat = out.reshape(len(indices), -1)
         for k, i in enumerate(indices):
             flat[k] = self.view(i)
@@ -381,8 +429,14 @@ class PackWriter:
     removed when a writer opens (`labkit.core.atomic.clear_dead_temporaries`).
     """
 
-    def __init__(self, path: PathLike, classes: Sequence[str], decoded_shape: Sequence[int] | None = None,
-                 alignment: int = 1, extra_meta: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        path: PathLike,
+        classes: Sequence[str],
+        decoded_shape: Sequence[int] | None = None,
+        alignment: int = 1,
+        extra_meta: dict[str, Any] | None = None,
+    ) -> None:
         if alignment < 1:
             raise LabkitValueError(f"alignment must be >= 1, got {alignment}")
         self.path = os.fspath(path)
@@ -422,11 +476,15 @@ class PackWriter:
     def add(self, data: bytes | np.ndarray, label: int, relpath: PathLike) -> None:
         """Append one sample: encoded file bytes, or a uint8 array of ``decoded_shape``."""
         if not 0 <= label < len(self.classes):
-            raise LabkitValueError(f"{os.fsdecode(relpath)!r}: label {label} is not one of the {len(self.classes)} classes")
+            raise LabkitValueError(
+                f"{os.fsdecode(relpath)!r}: label {label} is not one of the {len(self.classes)} classes"
+            )
         if self.decoded_shape is not None:
             arr = np.ascontiguousarray(data)
             if arr.dtype != np.uint8 or arr.shape != self.decoded_shape:
-                raise LabkitValueError(f"{os.fsdecode(relpath)!r}: expected uint8 {self.decoded_shape}, got {arr.dtype} {arr.shape}")
+                raise LabkitValueError(
+                    f"{os.fsdecode(relpath)!r}: expected uint8 {self.decoded_shape}, got {arr.dtype} {arr.shape}"
+                )
             data = arr.tobytes()
         offset = _align(self._file.tell(), self.alignment)
         if offset != self._file.tell():
@@ -459,22 +517,26 @@ class PackWriter:
         misplaced = (offsets < after) | (ends > size) | (offsets % self.alignment != 0)
         if misplaced.any():
             k = int(np.argmax(misplaced))
-            raise LabkitValueError(f"{self.tmp_path}: {printable(paths[k])!r} is recorded at bytes {offsets[k]} to "
-                             f"{ends[k]}, but samples written by another process must follow one another from byte "
-                             f"{start} to at most {size}, each on a multiple of {self.alignment}: the writer and "
-                             "its records disagree (a bug in the caller)")
+            raise LabkitValueError(
+                f"{self.tmp_path}: {printable(paths[k])!r} is recorded at bytes {offsets[k]} to "
+                f"{ends[k]}, but samples written by another process must follow one another from byte "
+                f"{start} to at most {size}, each on a multiple of {self.alignment}: the writer and "
+                "its records disagree (a bug in the caller)"
+            )
         labels = records["label"]
         unknown = (labels < 0) | (labels >= len(self.classes))
         if unknown.any():
             k = int(np.argmax(unknown))
-            raise LabkitValueError(f"{printable(paths[k])!r}: label {labels[k]} is not one of the {len(self.classes)} "
-                             "classes")
+            raise LabkitValueError(
+                f"{printable(paths[k])!r}: label {labels[k]} is not one of the {len(self.classes)} classes"
+            )
         if self.decoded_shape is not None:
             wrong = records["length"] != int(np.prod(self.decoded_shape))
             if wrong.any():
                 k = int(np.argmax(wrong))
-                raise LabkitValueError(f"{printable(paths[k])!r}: {records['length'][k]} bytes, not a uint8 array of "
-                                 f"{self.decoded_shape}")
+                raise LabkitValueError(
+                    f"{printable(paths[k])!r}: {records['length'][k]} bytes, not a uint8 array of {self.decoded_shape}"
+                )
         self._file.seek(int(ends[-1]))
         self._flush()
         self._record_chunks.append(records.astype(RECORD_DTYPE, copy=True))
@@ -488,8 +550,9 @@ class PackWriter:
             return
         self._file.flush()
         self._synced_to = self._file.tell()
-        self._syncer = threading.Thread(target=self._sync, args=(self._file.fileno(),), name="labkit-pack-sync",
-                                        daemon=True)
+        self._syncer = threading.Thread(
+            target=self._sync, args=(self._file.fileno(),), name="labkit-pack-sync", daemon=True
+        )
         self._syncer.start()
 
     def _sync(self, fd: int) -> None:
@@ -531,20 +594,40 @@ class PackWriter:
         try:
             index_offset = self._file.tell()
             self._flush()
-            records = (np.concatenate(self._record_chunks) if self._record_chunks
-                       else np.zeros(0, dtype=RECORD_DTYPE))
+            records = np.concatenate(self._record_chunks) if self._record_chunks else np.zeros(0, dtype=RECORD_DTYPE)
             paths = StringTable.concat(self._path_chunks)
-            meta = {"format": "labkit-pack", "classes": self.classes,
-                    "decoded": {"shape": list(self.decoded_shape), "dtype": "uint8", "layout": "CHW"}
-                    if self.decoded_shape else None, **self.extra_meta}
-            trailer = b"".join([records.tobytes(), paths.offsets.astype(_PATH_OFFSET_DTYPE).tobytes(),
-                                paths.blob.tobytes(), json.dumps(meta, ensure_ascii=True).encode()])
+            meta = {
+                "format": "labkit-pack",
+                "classes": self.classes,
+                "decoded": {"shape": list(self.decoded_shape), "dtype": "uint8", "layout": "CHW"}
+                if self.decoded_shape
+                else None,
+                **self.extra_meta,
+            }
+            trailer = b"".join(
+                [
+                    records.tobytes(),
+                    paths.offsets.astype(_PATH_OFFSET_DTYPE).tobytes(),
+                    paths.blob.tobytes(),
+                    json.dumps(meta, ensure_ascii=True).encode(),
+                ]
+            )
             self._file.write(trailer)
             meta_length = len(trailer) - records.nbytes - paths.offsets.nbytes - paths.blob.nbytes
             kind = KIND_DECODED if self.decoded_shape else KIND_ENCODED
-            head = HEADER_STRUCT.pack(MAGIC, VERSION, kind, len(records), self._data_offset, index_offset,
-                                paths.blob.nbytes, meta_length, index_offset + len(trailer), self.alignment,
-                                zlib.crc32(trailer))
+            head = HEADER_STRUCT.pack(
+                MAGIC,
+                VERSION,
+                kind,
+                len(records),
+                self._data_offset,
+                index_offset,
+                paths.blob.nbytes,
+                meta_length,
+                index_offset + len(trailer),
+                self.alignment,
+                zlib.crc32(trailer),
+            )
             self._file.seek(0)
             self._file.write(head + HEADER_CRC_STRUCT.pack(zlib.crc32(head)))
             self._file.flush()
@@ -568,8 +651,10 @@ class VerifyReport:
     classes: list[str]
 
     def __str__(self) -> str:
-        return (f"OK {self.path}: {self.count} {self.kind} samples, {len(self.classes)} classes, "
-                f"{self.nbytes / 2**20:.1f} MiB; header, index bounds and every checksum verified")
+        return (
+            f"OK {self.path}: {self.count} {self.kind} samples, {len(self.classes)} classes, "
+            f"{self.nbytes / 2**20:.1f} MiB; header, index bounds and every checksum verified"
+        )
 
 
 def verify_pack(path: PathLike, progress: bool = False) -> VerifyReport:

@@ -58,7 +58,8 @@ class PackReport:
         text = f"packed {self.count} {self.kind} samples into {self.path} ({self.nbytes / 2**20:.1f} MiB)"
         if self.skipped:
             text += f"; {len(self.skipped)} files could not be packed:\n" + "\n".join(
-                f"  {printable(s['path'])}: {s['error']}" for s in self.skipped)
+                f"  {printable(s['path'])}: {s['error']}" for s in self.skipped
+            )
         return text
 
 
@@ -100,7 +101,9 @@ class _Layout:
         with self.changed:
             while self.turn.value != number:
                 if self.turn.value < 0:
-                    raise LabkitRuntimeError(f"run {number} not written: the pack was abandoned (a run before it failed)")
+                    raise LabkitRuntimeError(
+                        f"run {number} not written: the pack was abandoned (a run before it failed)"
+                    )
                 self.changed.wait(ABANDON_POLL_S)
             start = -(-self.end.value // alignment) * alignment
             self.end.value = start + size
@@ -202,12 +205,12 @@ def _pack_run(run: _Run) -> _RunResult:
     return placed, np.array(kept, dtype=np.int64), failed
 
 
-def _in_order(executor: ProcessPoolExecutor, runs: Iterator[_Run],
-              window: int) -> Iterator[tuple[_Run, _RunResult]]:
+def _in_order(executor: ProcessPoolExecutor, runs: Iterator[_Run], window: int) -> Iterator[tuple[_Run, _RunResult]]:
     """Each run with its result, in order, with at most ``window`` runs handed out and not yet collected
     (``Executor.map`` would hand out every run at once, each holding its paths)."""
     pending: collections.deque[tuple[_Run, Future]] = collections.deque(
-        (run, executor.submit(_pack_run, run)) for run in itertools.islice(runs, window))
+        (run, executor.submit(_pack_run, run)) for run in itertools.islice(runs, window)
+    )
     while pending:
         run, future = pending.popleft()
         pending.extend((r, executor.submit(_pack_run, r)) for r in itertools.islice(runs, 1))
@@ -218,7 +221,8 @@ def _in_order(executor: ProcessPoolExecutor, runs: Iterator[_Run],
                 f"a packing process died before the run of {len(run.relpaths)} files from "
                 f"{printable(run.relpaths[0])!r} on was packed: a decoder that crashed on one of the files being "
                 "packed, or the system out of memory (the kernel log, dmesg, says which); nothing was written under "
-                "the pack's name. Packing with one worker stops at the file that kills it.") from None
+                "the pack's name. Packing with one worker stops at the file that kills it."
+            ) from None
         yield run, result
 
 
@@ -266,9 +270,17 @@ def _stop(executor: ProcessPoolExecutor | None, layout: _Layout | None) -> None:
         executor.shutdown(wait=True, cancel_futures=True)
 
 
-def pack_folder(src: PathLike, dst: PathLike, decoded_size: int | None = None, decoder: str = "pil",
-                alignment: int | None = None, check: bool = True, workers: int | None = None,
-                progress: bool = True, max_pixels: int = MAX_PIXELS) -> PackReport:
+def pack_folder(
+    src: PathLike,
+    dst: PathLike,
+    decoded_size: int | None = None,
+    decoder: str = "pil",
+    alignment: int | None = None,
+    check: bool = True,
+    workers: int | None = None,
+    progress: bool = True,
+    max_pixels: int = MAX_PIXELS,
+) -> PackReport:
     """Pack every image of the ImageFolder ``src`` into the single file ``dst``.
 
     ``decoded_size=None`` stores the files' bytes as they are (checked by `labkit.decode.pil_decoders.check_decodable`
@@ -291,8 +303,9 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: int | None = None, d
     meta = {"source": os.path.basename(os.path.abspath(index.root)), "skipped": skipped}
     if hw:
         meta["decoded_by"] = decoder
-    bar = tqdm(total=len(index), desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit=" files",
-               disable=not progress)
+    bar = tqdm(
+        total=len(index), desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit=" files", disable=not progress
+    )
     executor: ProcessPoolExecutor | None = None
     writer: PackWriter | None = None
     layout: _Layout | None = None
@@ -302,16 +315,28 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: int | None = None, d
         layout = _Layout(context, writer.data_end)
         step = _run_length(index, workers, 3 * hw[0] * hw[1] if hw else None)
         # a generator, not a list: the runs' path tables are cut from the index only as they are handed out
-        runs = (_Run(number, index.root, a, index.relpaths.take(np.arange(a, min(a + step, len(index)))), hw,
-                     decoder, check, max_pixels, alignment)
-                for number, a in enumerate(range(0, len(index), step)))
+        runs = (
+            _Run(
+                number,
+                index.root,
+                a,
+                index.relpaths.take(np.arange(a, min(a + step, len(index)))),
+                hw,
+                decoder,
+                check,
+                max_pixels,
+                alignment,
+            )
+            for number, a in enumerate(range(0, len(index), step))
+        )
         if workers == 1:  # in this process, whose torch threads stay as they are
             _open_pack(layout, writer.tmp_path)
             results: Iterator[tuple[_Run, _RunResult]] = ((run, _pack_run(run)) for run in runs)
         else:
             with interrupts_deferred():  # the pool's processes start at the first task
-                executor = ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                                               initargs=(layout, writer.tmp_path))
+                executor = ProcessPoolExecutor(
+                    workers, mp_context=context, initializer=_init_worker, initargs=(layout, writer.tmp_path)
+                )
                 executor.submit(int).result()
             results = _in_order(executor, runs, window=4 * workers)
         for run, (records, kept, failed) in results:
@@ -331,4 +356,3 @@ def pack_folder(src: PathLike, dst: PathLike, decoded_size: int | None = None, d
         _stop(executor, layout)
         _close_worker()
     return PackReport(os.fspath(dst), "decoded" if hw else "encoded", count, os.path.getsize(dst), skipped)
-

@@ -31,8 +31,10 @@ FIELDS_KEY = "fields"  # the pack's metadata key: {field name: [one JSON value p
 
 def _unpack(sample: Any, k: int) -> tuple:
     if not isinstance(sample, (tuple, list)) or len(sample) not in (2, 3):
-        raise LabkitTypeError(f"sample {k} is {type(sample).__name__}: give (image, label) or (image, label, "
-                              "fields), image a path or its bytes")
+        raise LabkitTypeError(
+            f"sample {k} is {type(sample).__name__}: give (image, label) or (image, label, "
+            "fields), image a path or its bytes"
+        )
     image, label = sample[0], sample[1]
     fields = sample[2] if len(sample) == 3 else {}
     if not isinstance(fields, dict):
@@ -47,12 +49,20 @@ def _read(image: Any, k: int) -> tuple:
     if isinstance(image, (str, os.PathLike)):
         with open(image, "rb") as f:
             return f.read(), os.fspath(image)
-    raise LabkitTypeError(f"sample {k}: the image is {type(image).__name__}; give a file path or the encoded bytes "
-                          "(a PIL image: save it to bytes first, e.g. with io.BytesIO)")
+    raise LabkitTypeError(
+        f"sample {k}: the image is {type(image).__name__}; give a file path or the encoded bytes "
+        "(a PIL image: save it to bytes first, e.g. with io.BytesIO)"
+    )
 
 
-def pack_samples(samples: Iterable[Any], dst: PathLike, classes: Sequence[str] | None = None,
-                 check: bool = True, progress: bool = True, max_pixels: int = MAX_PIXELS) -> PackReport:
+def pack_samples(
+    samples: Iterable[Any],
+    dst: PathLike,
+    classes: Sequence[str] | None = None,
+    check: bool = True,
+    progress: bool = True,
+    max_pixels: int = MAX_PIXELS,
+) -> PackReport:
     """Pack ``samples`` (see the module's docstring) into the single file ``dst``.
 
     ``classes``: the class names, in the order of their indices. Without them, class names (strings) are
@@ -68,8 +78,9 @@ def pack_samples(samples: Iterable[Any], dst: PathLike, classes: Sequence[str] |
     writer: PackWriter | None = None
     bar = tqdm(desc=f"labkit pack {os.path.basename(os.fspath(dst))}", unit=" samples", disable=not progress)
     try:
-        writer = PackWriter(dst, list(classes or []), extra_meta={"source": "pack_samples", "skipped": skipped,
-                                                                 FIELDS_KEY: columns})
+        writer = PackWriter(
+            dst, list(classes or []), extra_meta={"source": "pack_samples", "skipped": skipped, FIELDS_KEY: columns}
+        )
         labels = _Labels(writer.classes, fixed)  # grows the writer's class list where the classes were not given
         for k, sample in enumerate(samples):
             image, label, fields = _unpack(sample, k)
@@ -78,9 +89,12 @@ def pack_samples(samples: Iterable[Any], dst: PathLike, classes: Sequence[str] |
                 if check:
                     check_decodable(data, max_pixels)
             except (OSError, DecodeError) as error:
-                skipped.append({"path": printable(os.fspath(image)) if isinstance(image, (str, os.PathLike))
-                                else f"sample {k}",
-                                "error": str(error)})
+                skipped.append(
+                    {
+                        "path": printable(os.fspath(image)) if isinstance(image, (str, os.PathLike)) else f"sample {k}",
+                        "error": str(error),
+                    }
+                )
                 bar.update()
                 continue
             writer.add(data, labels.index(label, k), name)
@@ -89,8 +103,10 @@ def pack_samples(samples: Iterable[Any], dst: PathLike, classes: Sequence[str] |
                 try:
                     json.dumps(value)
                 except (TypeError, ValueError):
-                    raise LabkitTypeError(f"sample {k}: field {key!r} is {type(value).__name__}, which JSON cannot "
-                                          "hold: give numbers, strings, lists or dicts of them") from None
+                    raise LabkitTypeError(
+                        f"sample {k}: field {key!r} is {type(value).__name__}, which JSON cannot "
+                        "hold: give numbers, strings, lists or dicts of them"
+                    ) from None
                 columns.setdefault(str(key), [None] * row).append(value)
             for column in columns.values():
                 if len(column) == row:
@@ -118,8 +134,10 @@ class _Labels:
         if isinstance(label, str):
             if label not in self.position:
                 if self.fixed:
-                    raise LabkitValueError(f"sample {k}: label {label!r} is not one of the classes given "
-                                           f"({self.names[:10]}): add it to classes=, or fix the label")
+                    raise LabkitValueError(
+                        f"sample {k}: label {label!r} is not one of the classes given "
+                        f"({self.names[:10]}): add it to classes=, or fix the label"
+                    )
                 self._add(label)
             return self.position[label]
         try:

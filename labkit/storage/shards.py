@@ -47,8 +47,9 @@ def split_pack(pack: PathLike, out_dir: PathLike, sizes: Sequence[int], prefix: 
     source = PackReader(pack)
     sizes = [int(s) for s in sizes]
     if any(s < 1 for s in sizes) or sum(sizes) > len(source):
-        raise LabkitValueError(f"{os.fspath(pack)}: shard sizes {sizes} must be >= 1 and add up to at most "
-                         f"its {len(source)} records")
+        raise LabkitValueError(
+            f"{os.fspath(pack)}: shard sizes {sizes} must be >= 1 and add up to at most its {len(source)} records"
+        )
     os.makedirs(out_dir, exist_ok=True)
     paths, start = [], 0
     for k, size in enumerate(sizes):
@@ -56,8 +57,13 @@ def split_pack(pack: PathLike, out_dir: PathLike, sizes: Sequence[int], prefix: 
         if not _is_slice_of(path, source, start, size):
             with PackWriter(path, source.classes, decoded_shape=source.decoded_shape) as writer:
                 for i in range(start, start + size):
-                    writer.add(source.view(i) if source.decoded_shape is None else
-                               source.view(i).reshape(source.decoded_shape), int(source.labels[i]), source.paths[i])
+                    writer.add(
+                        source.view(i)
+                        if source.decoded_shape is None
+                        else source.view(i).reshape(source.decoded_shape),
+                        int(source.labels[i]),
+                        source.paths[i],
+                    )
         paths.append(path)
         start += size
     return paths
@@ -87,9 +93,9 @@ def record_key_and_worker(record: Record) -> tuple[int, int]:
 def feed_stream(stream: Any, n: int, per_second: float) -> None:
     """Produce ``n`` records ``(k, made_at)`` at up to ``per_second`` into ``stream``, then close it.
 
-    ``made_at`` is the time stamp (`labkit.core.timing.timestamp`) when record ``k`` was made, so the consumer can tell how long
-    the producer was held back: a full buffer blocks ``stream.put`` (back-pressure), and the
-    next record is made only after the put returns. Runs in its own process.
+    ``made_at`` is the time stamp (`labkit.core.timing.timestamp`) when record ``k`` was made, so the consumer can tell
+    how long the producer was held back: a full buffer blocks ``stream.put`` (back-pressure), and the next record is
+    made only after the put returns. Runs in its own process.
     """
     interval = 1.0 / per_second
     next_at = timestamp()

@@ -2,6 +2,9 @@
 
 from labkit.core.lazy import lazy_exports
 
-__all__, __getattr__, __dir__ = lazy_exports(__name__, {
-    "main": "cli",
-})
+__all__, __getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "main": "cli",
+    },
+)

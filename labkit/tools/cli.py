@@ -57,24 +57,44 @@ def _cmd_data(args: argparse.Namespace) -> int:
     if args.clips is not None:
         clips = args.clips
         width, height = args.size or (320, 240)
-        spec = ClipSpec(n=clips, classes=args.classes, frames=args.frames, width=width, height=height,
-                        seed=args.seed, quality=args.quality)
+        spec = ClipSpec(
+            n=clips,
+            classes=args.classes,
+            frames=args.frames,
+            width=width,
+            height=height,
+            seed=args.seed,
+            quality=args.quality,
+        )
         print(make_clips(args.out, spec, workers=args.workers, progress=not args.no_progress))
         return 0
     n = args.n if args.n is not None else QUICK_COUNT if quick else PhotoSpec().n  # a number given wins over a mode
     width, height = args.size or (800, 600)
-    spec = PhotoSpec(n=n, classes=args.classes, width=width, height=height, seed=args.seed,
-                     quality=args.quality, grayscale=args.grayscale, cmyk=args.cmyk, png=args.png,
-                     large=args.large, corrupt=args.corrupt)
+    spec = PhotoSpec(
+        n=n,
+        classes=args.classes,
+        width=width,
+        height=height,
+        seed=args.seed,
+        quality=args.quality,
+        grayscale=args.grayscale,
+        cmyk=args.cmyk,
+        png=args.png,
+        large=args.large,
+        corrupt=args.corrupt,
+    )
     if args.val and args.val < args.classes:  # before any image is made
-        raise LabkitError(f"--val {args.val} with {args.classes} classes: a validation set needs an image of every "
-                          f"class, or its class folders (and so its labels) differ from the training set's; pass "
-                          f"--val {args.classes} or more")
+        raise LabkitError(
+            f"--val {args.val} with {args.classes} classes: a validation set needs an image of every "
+            f"class, or its class folders (and so its labels) differ from the training set's; pass "
+            f"--val {args.classes} or more"
+        )
     print(make_photos(args.out, spec, workers=args.workers, progress=not args.no_progress))
     if args.val:
         held_out = dataclasses.replace(spec, n=args.val, seed=spec.seed + 1, corrupt=0.0)
-        print(make_photos(args.out.rstrip(os.sep) + "-val", held_out, workers=args.workers,
-                          progress=not args.no_progress))
+        print(
+            make_photos(args.out.rstrip(os.sep) + "-val", held_out, workers=args.workers, progress=not args.no_progress)
+        )
     return 0
 
 
@@ -83,8 +103,16 @@ def _cmd_pack(args: argparse.Namespace) -> int:
 
     require_folder(args.src, "the source")
     check_output_file(args.dst, "the pack")
-    report = pack_folder(args.src, args.dst, decoded_size=args.decoded, decoder=args.decoder, alignment=args.align,
-                         check=not args.no_check, workers=args.workers, progress=not args.no_progress)
+    report = pack_folder(
+        args.src,
+        args.dst,
+        decoded_size=args.decoded,
+        decoder=args.decoder,
+        alignment=args.align,
+        check=not args.no_check,
+        workers=args.workers,
+        progress=not args.no_progress,
+    )
     print(report)
     return 0
 
@@ -103,9 +131,16 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 def _ablation_settings(args: argparse.Namespace, quick: bool) -> Any:
     from labkit.bench.ablation_versions import AblationSettings
 
-    return AblationSettings(batch_size=args.batch, num_workers=args.workers, runs=args.runs,
-                    steps=args.steps or (3 if quick else 20), min_seconds=0.0 if quick else 3.0, model=args.model,
-                    cold=args.cold, device=args.device)
+    return AblationSettings(
+        batch_size=args.batch,
+        num_workers=args.workers,
+        runs=args.runs,
+        steps=args.steps or (3 if quick else 20),
+        min_seconds=0.0 if quick else 3.0,
+        model=args.model,
+        cold=args.cold,
+        device=args.device,
+    )
 
 
 def _check_paths(args: argparse.Namespace) -> None:
@@ -132,8 +167,15 @@ def _cmd_ablation(args: argparse.Namespace) -> int:
         stem = os.path.join(workspace.work, os.path.basename(os.path.abspath(workspace.folder)))
         json_path = json_path or f"{stem}-ablation.json"
         plot_path = plot_path or f"{stem}-ablation.png"
-    run_ablation(workspace, _ablation_settings(args, quick), only=only, json_path=json_path, plot_path=plot_path,
-                 train=args.train, progress=not args.no_progress)
+    run_ablation(
+        workspace,
+        _ablation_settings(args, quick),
+        only=only,
+        json_path=json_path,
+        plot_path=plot_path,
+        train=args.train,
+        progress=not args.no_progress,
+    )
     return 0
 
 
@@ -144,8 +186,13 @@ def _cmd_autotune(args: argparse.Namespace) -> int:
     quick = args.quick or quick_mode()
     _check_paths(args)
     workspace = prepare(args.data, quick=quick, progress=not args.no_progress, work=args.work)
-    result = autotune(workspace.pack, workspace.decoded_pack, batch_size=args.batch, max_workers=args.workers,
-                      min_seconds=0.0 if quick else 1.0)
+    result = autotune(
+        workspace.pack,
+        workspace.decoded_pack,
+        batch_size=args.batch,
+        max_workers=args.workers,
+        min_seconds=0.0 if quick else 1.0,
+    )
     print(result)
     if args.json:
         save_result(result, args.json)
@@ -166,10 +213,16 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
     from labkit.diagnose.doctor import LoaderPlan, diagnose, format_findings
 
     workers = args.workers if args.workers is not None else cpu_budget(ranks=args.ranks_per_node).workers_per_rank
-    plan = LoaderPlan(num_workers=workers, prefetch_factor=args.prefetch,
-                      batch_size=args.batch, image=args.image, bytes_per_value=4 if args.float32 else 1,
-                      ranks_per_node=args.ranks_per_node, pin_memory=args.pin_memory,
-                      decode_threads=args.decode_threads)
+    plan = LoaderPlan(
+        num_workers=workers,
+        prefetch_factor=args.prefetch,
+        batch_size=args.batch,
+        image=args.image,
+        bytes_per_value=4 if args.float32 else 1,
+        ranks_per_node=args.ranks_per_node,
+        pin_memory=args.pin_memory,
+        decode_threads=args.decode_threads,
+    )
     print(format_findings(plan, diagnose(plan)))
     print("\ndecoders (labkit.decode.registry):\n  " + decoder_table().replace("\n", "\n  "))
     return 0
@@ -178,8 +231,19 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_ddp_demo(args: argparse.Namespace) -> int:
     import subprocess
 
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={args.nproc}",
-               "-m", "labkit.course.ddp_demo", "--samples", str(args.samples), "--epochs", str(args.epochs)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={args.nproc}",
+        "-m",
+        "labkit.course.ddp_demo",
+        "--samples",
+        str(args.samples),
+        "--epochs",
+        str(args.epochs),
+    ]
     print(" ".join(command[2:]), flush=True)
     return subprocess.call(command)
 
@@ -192,26 +256,49 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--no-progress", action="store_true", help="no progress bars")
 
     p = sub.add_parser("data", parents=[common], help="make the photo-like JPEG data set (ImageFolder layout)")
-    p.add_argument("--out", default=None, help="output folder (default, in the kit's data folder, $LABKIT_DATA or "
-                   "the clone's data/: photos, photos-quick in quick mode, clips or hostile)")
-    p.add_argument("--n", type=int, default=None, help="number of images (default 2000, 256 in quick mode; the seed "
-                   "used 20000)")
+    p.add_argument(
+        "--out",
+        default=None,
+        help="output folder (default, in the kit's data folder, $LABKIT_DATA or "
+        "the clone's data/: photos, photos-quick in quick mode, clips or hostile)",
+    )
+    p.add_argument(
+        "--n", type=int, default=None, help="number of images (default 2000, 256 in quick mode; the seed used 20000)"
+    )
     p.add_argument("--classes", type=int, default=10)
-    p.add_argument("--val", type=int, default=0, metavar="N",
-                   help="also make a validation set of N other images of the same classes (seed + 1's) in OUT-val, "
-                        "e.g. data/photos-val beside data/photos")
+    p.add_argument(
+        "--val",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also make a validation set of N other images of the same classes (seed + 1's) in OUT-val, "
+        "e.g. data/photos-val beside data/photos",
+    )
     p.add_argument("--size", type=_size, default=None, help="WIDTHxHEIGHT (default 800x600; 320x240 for clips)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quality", type=int, default=90, help="JPEG quality (default 90)")
-    for variant, what in (("grayscale", "grayscale JPEGs"), ("cmyk", "CMYK JPEGs"), ("png", "RGBA PNGs"),
-                          ("large", "4000x3000 JPEGs"), ("corrupt", "corrupt files (listed in the manifest)")):
+    for variant, what in (
+        ("grayscale", "grayscale JPEGs"),
+        ("cmyk", "CMYK JPEGs"),
+        ("png", "RGBA PNGs"),
+        ("large", "4000x3000 JPEGs"),
+        ("corrupt", "corrupt files (listed in the manifest)"),
+    ):
         p.add_argument(f"--{variant}", type=_fraction, default=0.0, metavar="FRACTION", help=f"fraction of {what}")
-    p.add_argument("--clips", type=int, default=None, metavar="N",
-                   help="make N video-like clips (folders of JPEG frames) instead of photos")
+    p.add_argument(
+        "--clips",
+        type=int,
+        default=None,
+        metavar="N",
+        help="make N video-like clips (folders of JPEG frames) instead of photos",
+    )
     p.add_argument("--frames", type=int, default=16, help="frames per clip (default 16)")
-    p.add_argument("--hostile", action="store_true",
-                   help="write awkward and broken inputs (truncated, HTML as .jpg, CMYK, 16-bit, bombs, "
-                        "EXIF, odd names, symlink loop...) with the expected outcome of each")
+    p.add_argument(
+        "--hostile",
+        action="store_true",
+        help="write awkward and broken inputs (truncated, HTML as .jpg, CMYK, 16-bit, bombs, "
+        "EXIF, odd names, symlink loop...) with the expected outcome of each",
+    )
     p.add_argument("--quick", action="store_true", help="make 256 images unless --n says (also: LABKIT_QUICK=1)")
     p.set_defaults(func=_cmd_data)
 
@@ -229,44 +316,68 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_verify)
 
     measuring = argparse.ArgumentParser(add_help=False)
-    measuring.add_argument("--data", default=None, help="an ImageFolder of yours (only read; it must exist); default: "
-                           "the kit's photo-like set, made on first use in its data folder")
-    measuring.add_argument("--work", default=None, metavar="DIR",
-                           help="folder for the packs (and the demo's results) made from --data; default: beside "
-                                "the data inside the kit's data folder ($LABKIT_DATA or the clone's data/), else "
-                                "<that folder>/derived/<name>-<hash>")
+    measuring.add_argument(
+        "--data",
+        default=None,
+        help="an ImageFolder of yours (only read; it must exist); default: "
+        "the kit's photo-like set, made on first use in its data folder",
+    )
+    measuring.add_argument(
+        "--work",
+        default=None,
+        metavar="DIR",
+        help="folder for the packs (and the demo's results) made from --data; default: beside "
+        "the data inside the kit's data folder ($LABKIT_DATA or the clone's data/), else "
+        "<that folder>/derived/<name>-<hash>",
+    )
     measuring.add_argument("--batch", type=int, default=64)
     measuring.add_argument("--json", default=None, help="also write the results to this JSON file")
     measuring.add_argument("--quick", action="store_true", help="256 images, short runs (also: LABKIT_QUICK=1)")
-    for name, what in (("ablation", "the seed's four versions and the ones beyond, measured here"),
-                       ("demo", "the main job: make, pack and verify the data, then the ablation")):
+    for name, what in (
+        ("ablation", "the seed's four versions and the ones beyond, measured here"),
+        ("demo", "the main job: make, pack and verify the data, then the ablation"),
+    ):
         p = sub.add_parser(name, parents=[common, measuring], help=what)
         p.add_argument("--runs", type=int, default=3, help="measured runs per version (median)")
         p.add_argument("--steps", type=int, default=None, help="batches per run (default 20; 3 in quick mode)")
         p.add_argument("--model", action="store_true", help="add a training step (small CNN on CPU, ResNet-50 on GPU)")
         p.add_argument("--cold", action="store_true", help="drop the data's page cache before each version")
         p.add_argument("--only", default=None, help="comma-separated version ids, e.g. v1,v5,v6 (t1,t5 with --train)")
-        p.add_argument("--train", action="store_true", help="the training versions: RandomResizedCrop(224) + flip, "
-                       "after a full decode (t1-t3) or inside it (t5)")
+        p.add_argument(
+            "--train",
+            action="store_true",
+            help="the training versions: RandomResizedCrop(224) + flip, after a full decode (t1-t3) or inside it (t5)",
+        )
         p.add_argument("--plot", default=None, help="write a bar chart PNG here")
         p.add_argument("--device", default="", help="cpu or cuda (default: cuda when available)")
         p.set_defaults(func=_cmd_ablation)
 
-    p = sub.add_parser("autotune", parents=[common, measuring],
-                       help="pick num_workers, prefetch_factor and decoder by measuring, under a memory budget")
+    p = sub.add_parser(
+        "autotune",
+        parents=[common, measuring],
+        help="pick num_workers, prefetch_factor and decoder by measuring, under a memory budget",
+    )
     p.set_defaults(func=_cmd_autotune)
 
     p = sub.add_parser("doctor", help="check a loader configuration against this machine (/dev/shm, CPUs, threads)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="num_workers per rank (default: make_loader's, this node's CPUs shared by --ranks-per-node)")
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="num_workers per rank (default: make_loader's, this node's CPUs shared by --ranks-per-node)",
+    )
     p.add_argument("--prefetch", type=int, default=2, help="prefetch_factor (default 2)")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--image", type=_image_shape, default=(3, 256, 256), help="CxHxW of one sample (default 3x256x256)")
     p.add_argument("--float32", action="store_true", help="samples cross processes as float32, not uint8")
     p.add_argument("--ranks-per-node", type=int, default=1, help="training processes (GPUs) per node")
     p.add_argument("--pin-memory", action="store_true")
-    p.add_argument("--decode-threads", type=int, default=None,
-                   help="threads decoding a batch in each worker (default: the cores shared among the workers)")
+    p.add_argument(
+        "--decode-threads",
+        type=int,
+        default=None,
+        help="threads decoding a batch in each worker (default: the cores shared among the workers)",
+    )
     p.set_defaults(func=_cmd_doctor)
 
     p = sub.add_parser("ddp-demo", help="train a few DDP steps under torchrun and prove the ranks' data is disjoint")

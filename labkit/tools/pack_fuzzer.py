@@ -44,8 +44,16 @@ SAMPLE_NAMES: list[Any] = ["a/0.jpg", "a/empty.jpg", b"b/caf\xe9.jpg", "b/3.jpg"
 SAMPLE_LABELS = [0, 0, 1, 1]
 
 # Header fields after magic and version, in the order of HEADER_STRUCT; trailer_crc is rewritten by re-signing.
-HEADER_FIELDS = ("kind", "count", "data_offset", "index_offset", "paths_length", "meta_length", "total_size",
-                 "alignment")
+HEADER_FIELDS = (
+    "kind",
+    "count",
+    "data_offset",
+    "index_offset",
+    "paths_length",
+    "meta_length",
+    "total_size",
+    "alignment",
+)
 
 
 def _header_offsets() -> dict[str, tuple[int, str]]:
@@ -199,6 +207,7 @@ def check_promise(path: str, blobs: Sequence[bytes] = SAMPLE_BLOBS) -> str:
 
 # -- hypothesis strategies ------------------------------------------------------------------------------
 
+
 def _field_values(fmt: str) -> Any:
     from hypothesis import strategies as st
 
@@ -206,8 +215,11 @@ def _field_values(fmt: str) -> Any:
     if fmt[-1].islower():
         return st.integers(-(2 ** (bits - 1)), 2 ** (bits - 1) - 1)
     # Small values and values near the edges find more than uniform 64-bit integers.
-    return st.one_of(st.integers(0, 2 * len(sample_pack_bytes())), st.integers(0, 2**bits - 1),
-                     st.integers(2**bits - 64, 2**bits - 1))
+    return st.one_of(
+        st.integers(0, 2 * len(sample_pack_bytes())),
+        st.integers(0, 2**bits - 1),
+        st.integers(2**bits - 64, 2**bits - 1),
+    )
 
 
 def truncations() -> Any:
@@ -231,17 +243,29 @@ def record_edits() -> Any:
     from hypothesis import strategies as st
 
     index = st.integers(0, len(SAMPLE_BLOBS) - 1)
-    return st.one_of([st.builds(Mutation, st.just("record"), st.tuples(index, st.just(name), _field_values(fmt)),
-                                st.just(True)) for name, fmt in RECORD_FIELDS.items()])
+    return st.one_of(
+        [
+            st.builds(Mutation, st.just("record"), st.tuples(index, st.just(name), _field_values(fmt)), st.just(True))
+            for name, fmt in RECORD_FIELDS.items()
+        ]
+    )
 
 
 def header_edits() -> Any:
     """Set one header field (section offsets and sizes, count, kind, alignment) and re-sign the file."""
     from hypothesis import strategies as st
 
-    return st.one_of([st.builds(Mutation, st.just("header"),
-                                st.tuples(st.just(name), _field_values(HEADER_OFFSETS[name][1])), st.just(True))
-                      for name in HEADER_FIELDS])
+    return st.one_of(
+        [
+            st.builds(
+                Mutation,
+                st.just("header"),
+                st.tuples(st.just(name), _field_values(HEADER_OFFSETS[name][1])),
+                st.just(True),
+            )
+            for name in HEADER_FIELDS
+        ]
+    )
 
 
 def any_mutation() -> Any:

@@ -40,28 +40,53 @@ from labkit.workers.worker_init import WorkerInitChain
 DEFAULT_BATCH_SIZE = 64
 
 #: What a DataLoader tells its trainers about itself; a `make_loader` loader tells the same (`StatefulLoader`).
-TORCH_ATTRIBUTES = ("dataset", "batch_size", "sampler", "batch_sampler", "drop_last", "num_workers", "collate_fn",
-                    "pin_memory", "prefetch_factor", "persistent_workers", "timeout", "worker_init_fn",
-                    "multiprocessing_context", "generator")
+TORCH_ATTRIBUTES = (
+    "dataset",
+    "batch_size",
+    "sampler",
+    "batch_sampler",
+    "drop_last",
+    "num_workers",
+    "collate_fn",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+    "timeout",
+    "worker_init_fn",
+    "multiprocessing_context",
+    "generator",
+)
 
 
-def _order(dataset: Dataset, shuffle: bool | None, sampler: Sampler | None, batch_sampler: Sampler | None,
-           seed: int | None, generator: torch.Generator | None) -> tuple[Any, bool]:
+def _order(
+    dataset: Dataset,
+    shuffle: bool | None,
+    sampler: Sampler | None,
+    batch_sampler: Sampler | None,
+    seed: int | None,
+    generator: torch.Generator | None,
+) -> tuple[Any, bool]:
     """The sampler the loader draws from, and whether make_loader made it (and so drew its seed)."""
     given = sampler if sampler is not None else batch_sampler
     if given is not None:
         if shuffle:
-            raise LabkitValueError(f"shuffle=True with {'sampler' if sampler is not None else 'batch_sampler'}="
-                                   f"{type(given).__name__}: the sampler decides the order, so torch's DataLoader "
-                                   "refuses both; drop shuffle=True (or the sampler)")
+            raise LabkitValueError(
+                f"shuffle=True with {'sampler' if sampler is not None else 'batch_sampler'}="
+                f"{type(given).__name__}: the sampler decides the order, so torch's DataLoader "
+                "refuses both; drop shuffle=True (or the sampler)"
+            )
         if seed is not None:
-            raise LabkitValueError("seed= seeds the order make_loader draws itself; with a sampler of your own, "
-                                   "give the seed to that sampler")
+            raise LabkitValueError(
+                "seed= seeds the order make_loader draws itself; with a sampler of your own, "
+                "give the seed to that sampler"
+            )
         return (given.sampler if isinstance(given, EpochTagged) else given), False
     if isinstance(dataset, IterableDataset):
         if shuffle:
-            raise LabkitValueError(f"shuffle=True with an IterableDataset ({type(dataset).__name__}): the dataset "
-                                   "decides its order (torch's DataLoader refuses it too); shuffle inside the stream")
+            raise LabkitValueError(
+                f"shuffle=True with an IterableDataset ({type(dataset).__name__}): the dataset "
+                "decides its order (torch's DataLoader refuses it too); shuffle inside the stream"
+            )
         return None, False
     if shuffle is False:
         return InOrderSampler(dataset), False  # type: ignore[arg-type]
@@ -70,40 +95,78 @@ def _order(dataset: Dataset, shuffle: bool | None, sampler: Sampler | None, batc
     return RandomPermutationSampler(dataset, seed=chosen), seed_drawn  # type: ignore[arg-type]
 
 
-def _slot_loader(image_dataset: Any, dataset: Dataset, batches: BatchSampler | None, options: dict[str, Any],
-                 hang_timeout: float | None) -> SlotLoader:
+def _slot_loader(
+    image_dataset: Any,
+    dataset: Dataset,
+    batches: BatchSampler | None,
+    options: dict[str, Any],
+    hang_timeout: float | None,
+) -> SlotLoader:
     """``batch_slots=True``: the batches made here, each written by a worker into a reused shared-memory slot."""
-    if not (getattr(image_dataset, "fills_batches", False) and getattr(image_dataset, "size", None) is not None
-            and image_dataset is dataset and isinstance(batches, BatchSampler)):
-        raise LabkitValueError(f"batch_slots=True needs a labkit image dataset whose images share one size, batched "
-                               f"by batch_size= (not {type(dataset).__name__} with batch_sampler= or batch_size=None): "
-                               "its batches are decoded straight into the slots")
+    if not (
+        getattr(image_dataset, "fills_batches", False)
+        and getattr(image_dataset, "size", None) is not None
+        and image_dataset is dataset
+        and isinstance(batches, BatchSampler)
+    ):
+        raise LabkitValueError(
+            f"batch_slots=True needs a labkit image dataset whose images share one size, batched "
+            f"by batch_size= (not {type(dataset).__name__} with batch_sampler= or batch_size=None): "
+            "its batches are decoded straight into the slots"
+        )
     if options.get("collate_fn") is not stack_uint8:
         raise LabkitValueError("batch_slots=True hands out the slot's rows as the batch: leave collate_fn out")
     slot_options = {k: v for k, v in options.items() if k not in ("batch_sampler", "collate_fn", "persistent_workers")}
-    return SlotLoader(image_dataset, batches.batch_size, sampler=EpochTagged(batches.sampler), drop_last=batches.drop_last,
-                      image_shape=(3, *image_dataset.size), hang_timeout=hang_timeout, **slot_options)
+    return SlotLoader(
+        image_dataset,
+        batches.batch_size,
+        sampler=EpochTagged(batches.sampler),
+        drop_last=batches.drop_last,
+        image_shape=(3, *image_dataset.size),
+        hang_timeout=hang_timeout,
+        **slot_options,
+    )
 
 
 def _warn_past_share(workers: int) -> None:
     budget = cpu_budget()
     if workers <= budget.share:
         return
-    where = (f"where {count(budget.ranks, 'rank')} ({budget.source}) share {count(budget.cpus, 'usable CPU')}, "
-             f"{budget.share} each" if budget.ranks > 1 else f"on {count(budget.cpus, 'usable CPU')}")
-    warnings.warn(f"num_workers={workers} {where}: the workers share the cores, and each holds its own batches in "
-                  f"memory; more workers than CPUs rarely reads faster. Leave num_workers out for "
-                  f"{budget.workers_per_rank} (labkit.core.cpus.cpu_budget), or run `labkit autotune` to measure "
-                  "the count", LabkitWarning, stacklevel=3)
+    where = (
+        f"where {count(budget.ranks, 'rank')} ({budget.source}) share {count(budget.cpus, 'usable CPU')}, "
+        f"{budget.share} each"
+        if budget.ranks > 1
+        else f"on {count(budget.cpus, 'usable CPU')}"
+    )
+    warnings.warn(
+        f"num_workers={workers} {where}: the workers share the cores, and each holds its own batches in "
+        f"memory; more workers than CPUs rarely reads faster. Leave num_workers out for "
+        f"{budget.workers_per_rank} (labkit.core.cpus.cpu_budget), or run `labkit autotune` to measure "
+        "the count",
+        LabkitWarning,
+        stacklevel=3,
+    )
 
 
-def make_loader(dataset: Dataset, batch_size: int | None = DEFAULT_BATCH_SIZE, shuffle: bool | None = None,
-                sampler: Sampler | None = None, batch_sampler: Sampler | None = None,
-                num_workers: int | None = None, collate_fn: Callable | None = None,
-                pin_memory: bool | None = None, drop_last: bool = False, prefetch_factor: int | None = None,
-                persistent_workers: bool | None = None, worker_init_fn: Callable[[int], None] | None = None,
-                seed: int | None = None, profile: bool | None = None, hang_timeout: float | None = None,
-                batch_slots: bool = False, **kwargs: Any) -> StatefulLoader:
+def make_loader(
+    dataset: Dataset,
+    batch_size: int | None = DEFAULT_BATCH_SIZE,
+    shuffle: bool | None = None,
+    sampler: Sampler | None = None,
+    batch_sampler: Sampler | None = None,
+    num_workers: int | None = None,
+    collate_fn: Callable | None = None,
+    pin_memory: bool | None = None,
+    drop_last: bool = False,
+    prefetch_factor: int | None = None,
+    persistent_workers: bool | None = None,
+    worker_init_fn: Callable[[int], None] | None = None,
+    seed: int | None = None,
+    profile: bool | None = None,
+    hang_timeout: float | None = None,
+    batch_slots: bool = False,
+    **kwargs: Any,
+) -> StatefulLoader:
     """A DataLoader over ``dataset`` that keeps its own place (`StatefulLoader`); every argument left as
     ``None`` gets labkit's default, and the rest mean what they mean to ``torch.utils.data.DataLoader``.
     The dataset receives what torch's DataLoader would give it (plain ``int`` indices, a plain ``list`` to
@@ -133,13 +196,19 @@ def make_loader(dataset: Dataset, batch_size: int | None = DEFAULT_BATCH_SIZE, s
     image_dataset = dataset.dataset if isinstance(dataset, Subset) else dataset
     if collate_fn is None and isinstance(image_dataset, LabeledImageDataset):
         collate_fn = stack_uint8
-    options: dict[str, Any] = dict(num_workers=workers, collate_fn=collate_fn,
-                                   pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory, **kwargs)
+    options: dict[str, Any] = dict(
+        num_workers=workers,
+        collate_fn=collate_fn,
+        pin_memory=torch.cuda.is_available() if pin_memory is None else pin_memory,
+        **kwargs,
+    )
     batches: Sampler | None = None  # the batch sampler a DataLoader given these arguments would have
     if batch_sampler is not None:
         if batch_size not in (DEFAULT_BATCH_SIZE, None) or drop_last:
-            raise LabkitValueError(f"batch_sampler= makes the batches, so batch_size={batch_size} and drop_last="
-                                   f"{drop_last} would be ignored: leave them out (torch's DataLoader refuses them too)")
+            raise LabkitValueError(
+                f"batch_sampler= makes the batches, so batch_size={batch_size} and drop_last="
+                f"{drop_last} would be ignored: leave them out (torch's DataLoader refuses them too)"
+            )
         batches, batch_size, samples_per_batch = batch_sampler, None, None
         options["batch_sampler"] = EpochTagged(order)
     elif order is None:  # an IterableDataset: its own order, batched by the DataLoader
@@ -173,8 +242,13 @@ def make_loader(dataset: Dataset, batch_size: int | None = DEFAULT_BATCH_SIZE, s
     attributes = {name: getattr(inner, name) for name in TORCH_ATTRIBUTES}
     if workers == 0 and prefetch_factor is not None:
         attributes["prefetch_factor"] = prefetch_factor
-    attributes.update(dataset=dataset, batch_size=batch_size, drop_last=drop_last if batch_sampler is None else False,
-                      timeout=kwargs.get("timeout", 0), worker_init_fn=worker_init_fn)
+    attributes.update(
+        dataset=dataset,
+        batch_size=batch_size,
+        drop_last=drop_last if batch_sampler is None else False,
+        timeout=kwargs.get("timeout", 0),
+        worker_init_fn=worker_init_fn,
+    )
     if order is not None:  # the batches made here (or given), not their epoch-tagged wrapper
         attributes["batch_sampler"] = batches
     if order is not None and batch_sampler is None:
@@ -182,8 +256,18 @@ def make_loader(dataset: Dataset, batch_size: int | None = DEFAULT_BATCH_SIZE, s
     if profile or (profile is None and profile_enabled()):
         loader = ProfiledLoader(loader)
     resumable = isinstance(order, ResumableSampler)
-    unsaved = ("" if resumable else f"its order comes from {type(order).__name__ if order is not None else type(dataset).__name__}, "
-               "which cannot save a place mid-epoch: use a labkit.samplers.resumable sampler (RandomPermutationSampler, "
-               "BlockShuffleSampler, DistributedBlockSampler, ...)")
-    return StatefulLoader(loader, order if resumable else None, samples_per_batch, owns_seed=seed_drawn, unsaved=unsaved,
-                          attributes=attributes)
+    unsaved = (
+        ""
+        if resumable
+        else f"its order comes from {type(order).__name__ if order is not None else type(dataset).__name__}, "
+        "which cannot save a place mid-epoch: use a labkit.samplers.resumable sampler (RandomPermutationSampler, "
+        "BlockShuffleSampler, DistributedBlockSampler, ...)"
+    )
+    return StatefulLoader(
+        loader,
+        order if resumable else None,
+        samples_per_batch,
+        owns_seed=seed_drawn,
+        unsaved=unsaved,
+        attributes=attributes,
+    )

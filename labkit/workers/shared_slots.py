@@ -50,16 +50,19 @@ class SlotPool:
         if count < 1:
             raise LabkitValueError(f"a slot pool needs at least 1 slot, got {count}")
         if storage_refs(torch.empty(0)) is None:
-            raise LabkitRuntimeError("this PyTorch cannot count references to a tensor's memory "
-                               "(torch._C._storage_Use_Count), so slots could be overwritten while in use; "
-                               "use labkit.workers.loader_factory.make_loader instead")
+            raise LabkitRuntimeError(
+                "this PyTorch cannot count references to a tensor's memory "
+                "(torch._C._storage_Use_Count), so slots could be overwritten while in use; "
+                "use labkit.workers.loader_factory.make_loader instead"
+            )
         with writable_tensors():  # workers write them, whatever mode the pool was made in
             self.slots = [torch.empty(tuple(batch_shape), dtype=torch.uint8).share_memory_() for _ in range(count)]
         self.pending: set[int] = set()  # handed to a worker, not yet yielded
 
     def __repr__(self) -> str:
         held = sum(k not in self.pending and storage_refs(slot) != 1 for k, slot in enumerate(self.slots))
-        return f"SlotPool({len(self.slots)} slots of {tuple(self.slots[0].shape)}: {len(self.pending)} pending, {held} held)"
+        shape = tuple(self.slots[0].shape)
+        return f"SlotPool({len(self.slots)} slots of {shape}: {len(self.pending)} pending, {held} held)"
 
     def __getstate__(self) -> dict[str, Any]:
         return {"slots": self.slots, "pending": set()}  # workers write; only the main process allocates
@@ -73,7 +76,8 @@ class SlotPool:
         raise LabkitRuntimeError(
             f"all {len(self.slots)} batch slots are in use: {len(self.pending)} are with workers or waiting to be "
             f"handed out, {len(self.slots) - len(self.pending)} hold batches still referenced in this process. "
-            "Keep fewer batches alive (copy one you keep: images.clone()) or pass SlotLoader(slots=...) more slots")
+            "Keep fewer batches alive (copy one you keep: images.clone()) or pass SlotLoader(slots=...) more slots"
+        )
 
 
 class SlotSampler(Sampler[SlotBatch]):
@@ -113,8 +117,10 @@ class SlotDataset(PassThrough, Dataset):
 
     def __getitems__(self, batch: SlotBatch) -> Filled:
         rows = self.pool.slots[batch.slot]
-        if getattr(self.dataset, "fills_batches", False) and getattr(self.dataset, "size", None) == tuple(rows.shape[-2:]):
-            samples = self.dataset.__getitems__(list(batch), out=rows[:len(batch)])  # decoded straight into the slot
+        if getattr(self.dataset, "fills_batches", False) and getattr(self.dataset, "size", None) == tuple(
+            rows.shape[-2:]
+        ):
+            samples = self.dataset.__getitems__(list(batch), out=rows[: len(batch)])  # decoded straight into the slot
         elif hasattr(self.dataset, "__getitems__"):
             samples = self.dataset.__getitems__(list(batch))
         else:
@@ -122,12 +128,16 @@ class SlotDataset(PassThrough, Dataset):
         labels = []
         for k, (index, (image, label)) in enumerate(zip(batch, samples)):
             if not isinstance(image, torch.Tensor):
-                raise LabkitTypeError(f"sample {index}: the image is a {type(image).__name__}; the batch slots take uint8 "
-                                "torch tensors (C×H×W), as labkit's datasets return")
+                raise LabkitTypeError(
+                    f"sample {index}: the image is a {type(image).__name__}; the batch slots take uint8 "
+                    "torch tensors (C×H×W), as labkit's datasets return"
+                )
             if image.dtype != torch.uint8 or image.shape != rows.shape[1:]:
-                raise LabkitValueError(f"sample {index} is a {image.dtype} image of shape {tuple(image.shape)}; the batch "
-                                 f"slots hold uint8 images of shape {tuple(rows.shape[1:])}. Resize every image to "
-                                 "one size (the decoders' size=) and keep them uint8")
+                raise LabkitValueError(
+                    f"sample {index} is a {image.dtype} image of shape {tuple(image.shape)}; the batch "
+                    f"slots hold uint8 images of shape {tuple(rows.shape[1:])}. Resize every image to "
+                    "one size (the decoders' size=) and keep them uint8"
+                )
             if image.data_ptr() != rows[k].data_ptr():
                 rows[k].copy_(image)
             labels.append(int(label))
@@ -152,24 +162,35 @@ class SlotLoader:
     labkit's image datasets decode each batch straight into its slot (their ``__getitems__`` takes ``out=``).
     """
 
-    def __init__(self, dataset: Dataset, batch_size: int = 64, shuffle: bool = True, sampler: Sampler | None = None,
-                 num_workers: int = 2, prefetch_factor: int | None = None, drop_last: bool = False,
-                 image_shape: Sequence[int] | None = None, slots: int | None = None,
-                 generator: torch.Generator | None = None, hang_timeout: float | None = None,
-                 **kwargs: Any) -> None:
+    def __init__(
+        self,
+        dataset: Dataset,
+        batch_size: int = 64,
+        shuffle: bool = True,
+        sampler: Sampler | None = None,
+        num_workers: int = 2,
+        prefetch_factor: int | None = None,
+        drop_last: bool = False,
+        image_shape: Sequence[int] | None = None,
+        slots: int | None = None,
+        generator: torch.Generator | None = None,
+        hang_timeout: float | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.dataset = dataset
         shape = tuple(image_shape) if image_shape is not None else tuple(dataset[0][0].shape)
         in_flight = num_workers * (prefetch_factor or 2)
         if slots is not None and slots < in_flight + 2:
-            raise LabkitValueError(f"slots={slots}: {num_workers} workers x prefetch_factor {prefetch_factor or 2} keep "
-                             f"{in_flight} batches in flight, and the batch just received and the one your loop holds "
-                             f"need 2 more: pass at least {in_flight + 2}")
+            raise LabkitValueError(
+                f"slots={slots}: {num_workers} workers x prefetch_factor {prefetch_factor or 2} keep "
+                f"{in_flight} batches in flight, and the batch just received and the one your loop holds "
+                f"need 2 more: pass at least {in_flight + 2}"
+            )
         count = slots if slots is not None else in_flight + 3
         self.pool = SlotPool(count, (batch_size, *shape))
         self.pin_memory = bool(kwargs.pop("pin_memory", False))
         if sampler is None:
-            sampler = (RandomSampler(dataset, generator=generator) if shuffle
-                       else SequentialSampler(dataset))  # type: ignore[arg-type]
+            sampler = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)  # type: ignore[arg-type]
         batches = SlotSampler(sampler, batch_size, drop_last, self.pool)
         options = dict(kwargs, batch_sampler=batches, num_workers=num_workers, collate_fn=_as_is)
         if num_workers:
@@ -179,8 +200,11 @@ class SlotLoader:
         slotted = SlotDataset(dataset, self.pool)
         # With workers, a worker that dies is named with the batch it held (`labkit.workers.watchdog`), whatever the
         # moment; ``hang_timeout`` also turns a stuck one into an explained error.
-        self.loader: Any = (watched_loader(slotted, hang_timeout or math.inf, **options) if num_workers
-                            else DataLoader(slotted, **options))
+        self.loader: Any = (
+            watched_loader(slotted, hang_timeout or math.inf, **options)
+            if num_workers
+            else DataLoader(slotted, **options)
+        )
 
     def __len__(self) -> int:
         return len(self.loader)

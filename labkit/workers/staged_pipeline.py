@@ -92,8 +92,18 @@ def _failure(stage: str, index: int, error: BaseException) -> tuple[Any, ...]:
     return ("error", stage, index, f"{type(error).__name__}: {error}", traceback.format_exc())
 
 
-def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shape: tuple[int, ...], dtype: Any,
-                 stop: Any, tasks: Any, free: Any, ready: Any, results: Any) -> None:
+def _decode_loop(
+    stage: Callable[[Any], np.ndarray],
+    name: str,
+    slots: int,
+    shape: tuple[int, ...],
+    dtype: Any,
+    stop: Any,
+    tasks: Any,
+    free: Any,
+    ready: Any,
+    results: Any,
+) -> None:
     with _worker_ring(name, slots, shape, dtype) as ring:
         while (task := _get(tasks, stop)) is not _STOP:
             index, item = task
@@ -108,8 +118,17 @@ def _decode_loop(stage: Callable[[Any], np.ndarray], name: str, slots: int, shap
             ready.put((index, slot))
 
 
-def _transform_loop(stage: Callable[[np.ndarray], Any], name: str, slots: int, shape: tuple[int, ...], dtype: Any,
-                    stop: Any, ready: Any, free: Any, results: Any) -> None:
+def _transform_loop(
+    stage: Callable[[np.ndarray], Any],
+    name: str,
+    slots: int,
+    shape: tuple[int, ...],
+    dtype: Any,
+    stop: Any,
+    ready: Any,
+    free: Any,
+    results: Any,
+) -> None:
     with _worker_ring(name, slots, shape, dtype) as ring:
         while (task := _get(ready, stop)) is not _STOP:
             index, slot = task
@@ -135,10 +154,19 @@ class StagedPipeline:
     persistent pipeline with `close` (or use it as a context manager).
     """
 
-    def __init__(self, items: Sequence[Any], stage1: Callable[[Any], np.ndarray],
-                 stage2: Callable[[np.ndarray], Any], frame_shape: Sequence[int], dtype: Any = np.uint8,
-                 num_decoders: int = 1, num_transformers: int = 1, slots: int = 8, context: str | None = None,
-                 persistent: bool = False) -> None:
+    def __init__(
+        self,
+        items: Sequence[Any],
+        stage1: Callable[[Any], np.ndarray],
+        stage2: Callable[[np.ndarray], Any],
+        frame_shape: Sequence[int],
+        dtype: Any = np.uint8,
+        num_decoders: int = 1,
+        num_transformers: int = 1,
+        slots: int = 8,
+        context: str | None = None,
+        persistent: bool = False,
+    ) -> None:
         if num_decoders < 1 or num_transformers < 1 or slots < 1:
             raise LabkitValueError("num_decoders, num_transformers and slots must all be >= 1")
         self.items, self.stage1, self.stage2 = list(items), stage1, stage2
@@ -158,18 +186,33 @@ class StagedPipeline:
         nbytes = self.slots * int(np.prod(self.frame_shape)) * self.dtype.itemsize
         self.shm = shared_memory.SharedMemory(create=True, size=max(1, nbytes))
         self.segment = self.shm.name
-        tasks, ready, results = (self.ctx.Queue(2 * self.slots), self.ctx.Queue(self.slots),
-                                 self.ctx.Queue(2 * self.slots))
+        tasks, ready, results = (
+            self.ctx.Queue(2 * self.slots),
+            self.ctx.Queue(self.slots),
+            self.ctx.Queue(2 * self.slots),
+        )
         free = self.ctx.Queue(self.slots)
         for slot in range(self.slots):
             free.put(slot)
         stop = self.ctx.Event()
         common = (self.shm.name, self.slots, self.frame_shape, self.dtype, stop)
-        self.processes = (
-            [self.ctx.Process(target=_decode_loop, args=(self.stage1, *common, tasks, free, ready, results),
-                              name=f"stage1-{k}", daemon=True) for k in range(self.num_decoders)]
-            + [self.ctx.Process(target=_transform_loop, args=(self.stage2, *common, ready, free, results),
-                                name=f"stage2-{k}", daemon=True) for k in range(self.num_transformers)])
+        self.processes = [
+            self.ctx.Process(
+                target=_decode_loop,
+                args=(self.stage1, *common, tasks, free, ready, results),
+                name=f"stage1-{k}",
+                daemon=True,
+            )
+            for k in range(self.num_decoders)
+        ] + [
+            self.ctx.Process(
+                target=_transform_loop,
+                args=(self.stage2, *common, ready, free, results),
+                name=f"stage2-{k}",
+                daemon=True,
+            )
+            for k in range(self.num_transformers)
+        ]
         for p in self.processes:
             p.start()
         return stop, tasks, ready, free, results
@@ -198,8 +241,10 @@ class StagedPipeline:
                 message = self._next_result(results)
                 if message[0] == "error":
                     _, stage, index, error, trace = message
-                    raise PipelineError(f"{stage} failed on item {index} ({self.items[index]!r}): {error}\n"
-                                        f"--- traceback in the worker ---\n{trace}")
+                    raise PipelineError(
+                        f"{stage} failed on item {index} ({self.items[index]!r}): {error}\n"
+                        f"--- traceback in the worker ---\n{trace}"
+                    )
                 yield message[1], message[2]
             finished = True  # every task taken, every slot free again: a persistent pipeline can go on
         finally:
@@ -210,9 +255,11 @@ class StagedPipeline:
             if not (finished and self.persistent):
                 died = self._stop()
         if died:  # every item arrived, but a stage was ended by something else (the OOM killer, a kill -9)
-            raise PipelineError(f"{died[0]} while the pipeline ran: every item was delivered, but something outside "
-                                "the pipeline ended it (the kernel's OOM killer, a kill); find what before trusting "
-                                "the next run")
+            raise PipelineError(
+                f"{died[0]} while the pipeline ran: every item was delivered, but something outside "
+                "the pipeline ended it (the kernel's OOM killer, a kill); find what before trusting "
+                "the next run"
+            )
 
     def close(self) -> None:
         """Stop every process and unlink the ring (a no-op when nothing runs)."""
@@ -251,11 +298,14 @@ class StagedPipeline:
             dead = self._dead(wait_s=_DEATH_WAIT_S if broken is not None else 0.0)
             if dead:
                 p = dead[0]
-                raise PipelineError(f"{p.name} (pid {p.pid}) died ({exit_text(p.exitcode)}) before the pipeline "
-                                    "finished") from None
+                raise PipelineError(
+                    f"{p.name} (pid {p.pid}) died ({exit_text(p.exitcode)}) before the pipeline finished"
+                ) from None
             if broken is not None:
-                raise PipelineError(f"receiving a result failed ({type(broken).__name__}: {broken}) while every stage "
-                                    f"process was still alive {_DEATH_WAIT_S:g} s later") from broken
+                raise PipelineError(
+                    f"receiving a result failed ({type(broken).__name__}: {broken}) while every stage "
+                    f"process was still alive {_DEATH_WAIT_S:g} s later"
+                ) from broken
 
     def _dead(self, wait_s: float) -> list[Any]:
         """The stage processes that have ended, waiting up to ``wait_s`` for one to show its exit code."""
@@ -271,8 +321,11 @@ class StagedPipeline:
         processes that ended with an exit code other than 0 before this killed anything."""
         for p in self.processes:
             p.join(timeout=2)
-        died = [f"{p.name} (pid {p.pid}) died ({exit_text(p.exitcode)})" for p in self.processes
-                if p.exitcode not in (None, 0)]
+        died = [
+            f"{p.name} (pid {p.pid}) died ({exit_text(p.exitcode)})"
+            for p in self.processes
+            if p.exitcode not in (None, 0)
+        ]
         for p in self.processes:
             if p.is_alive():
                 p.kill()

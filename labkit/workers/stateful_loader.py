@@ -50,8 +50,15 @@ class StatefulLoader(PassThrough):
 
     wraps = "loader"
 
-    def __init__(self, loader: Iterable, sampler: ResumableSampler | None, batch_size: int | None,
-                 owns_seed: bool = False, unsaved: str = "", attributes: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        loader: Iterable,
+        sampler: ResumableSampler | None,
+        batch_size: int | None,
+        owns_seed: bool = False,
+        unsaved: str = "",
+        attributes: dict[str, Any] | None = None,
+    ) -> None:
         self.__dict__.update(attributes or {})
         self.loader, self._order, self._counted = loader, sampler, batch_size
         self._owns_seed, self._unsaved = owns_seed, unsaved
@@ -97,11 +104,15 @@ class StatefulLoader(PassThrough):
         order = self._order if self._order is not None else getattr(self, "sampler", None)
         if world > 1 and order is not None and not hasattr(order, "num_replicas"):
             self._warned_ranks = True
-            warnings.warn(f"{world} ranks each read this loader's whole order ({type(order).__name__}): every rank "
-                          "sees every sample. To split it, pass sampler=DistributedBlockSampler(dataset) to "
-                          "make_loader, or use labkit.workers.lightning_datamodule.LabkitDataModule under Lightning "
-                          "(which does not split a loader that is not a DataLoader); keep it whole only for an "
-                          "evaluation every rank runs in full", LabkitWarning, stacklevel=3)
+            warnings.warn(
+                f"{world} ranks each read this loader's whole order ({type(order).__name__}): every rank "
+                "sees every sample. To split it, pass sampler=DistributedBlockSampler(dataset) to "
+                "make_loader, or use labkit.workers.lightning_datamodule.LabkitDataModule under Lightning "
+                "(which does not split a loader that is not a DataLoader); keep it whole only for an "
+                "evaluation every rank runs in full",
+                LabkitWarning,
+                stacklevel=3,
+            )
 
     def __iter__(self) -> Iterator[Any]:
         self._check_split()
@@ -136,8 +147,10 @@ class StatefulLoader(PassThrough):
         """Continue where the run that saved ``state`` stood; the next ``iter()`` starts there."""
         sampler = self._sampler("load_state_dict")
         if not isinstance(state, dict) or state.get("version") != STATE_VERSION or "sampler" not in state:
-            raise LabkitValueError("this is not a state saved by StatefulLoader.state_dict() (no 'version': "
-                                   f"{STATE_VERSION} and 'sampler'): pass what loader.state_dict() returned")
+            raise LabkitValueError(
+                "this is not a state saved by StatefulLoader.state_dict() (no 'version': "
+                f"{STATE_VERSION} and 'sampler'): pass what loader.state_dict() returned"
+            )
         saved = state["sampler"]
         if self._owns_seed and saved.get("sampler") == type(sampler).__name__:
             sampler.seed = int(saved["seed"])  # the seed make_loader drew: the run being resumed drew another
@@ -148,4 +161,3 @@ class StatefulLoader(PassThrough):
         if self._order is None:
             raise LabkitTypeError(f"this loader cannot {what.replace('_', ' ')}: {self._unsaved}")
         return self._order
-

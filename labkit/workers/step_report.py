@@ -23,13 +23,19 @@ MODEL_BOUND = 0.10  # below it, the loader keeps up: look at the model
 def data_bound_diagnosis(data_share: float) -> str:
     """The seed's rule of thumb, in words, for a share of step time spent waiting for data."""
     if data_share > DATA_BOUND:
-        return (f"data-bound: {data_share:.0%} of each step waits for data (over {DATA_BOUND:.0%}); fix the "
-                "loader first — explain_bottleneck() names the stage")
+        return (
+            f"data-bound: {data_share:.0%} of each step waits for data (over {DATA_BOUND:.0%}); fix the "
+            "loader first — explain_bottleneck() names the stage"
+        )
     if data_share < MODEL_BOUND:
-        return (f"compute-bound: only {data_share:.0%} of each step waits for data (under {MODEL_BOUND:.0%}); "
-                "the loader keeps up — look at the model")
-    return (f"balanced: {data_share:.0%} of each step waits for data (between {MODEL_BOUND:.0%} and "
-            f"{DATA_BOUND:.0%}); both sides matter")
+        return (
+            f"compute-bound: only {data_share:.0%} of each step waits for data (under {MODEL_BOUND:.0%}); "
+            "the loader keeps up — look at the model"
+        )
+    return (
+        f"balanced: {data_share:.0%} of each step waits for data (between {MODEL_BOUND:.0%} and "
+        f"{DATA_BOUND:.0%}); both sides matter"
+    )
 
 
 @dataclass
@@ -45,8 +51,11 @@ class LoaderReport:
     @property
     def stages(self) -> list[tuple[str, list[float], str]]:
         """(label, seconds per step, colour) of each part of a step, in the order a step runs them."""
-        return [("wait for data", self.wait_s, "tab:red"), ("transfer", self.transfer_s, "tab:orange"),
-                ("compute", self.compute_s, "tab:blue")]
+        return [
+            ("wait for data", self.wait_s, "tab:red"),
+            ("transfer", self.transfer_s, "tab:orange"),
+            ("compute", self.compute_s, "tab:blue"),
+        ]
 
     @property
     def step_s(self) -> list[float]:
@@ -72,8 +81,10 @@ class LoaderReport:
     def __str__(self) -> str:
         med = lambda xs: statistics.median(xs) * 1000 if xs else 0.0  # noqa: E731
         parts = ", ".join(f"{label} {med(values):.1f}" for label, values, _ in self.stages)
-        return (f"{len(self.wait_s)} steps, median ms: {parts}, step {med(self.step_s):.1f}; "
-                f"{self.images_per_s:.1f} images/s\n{self.diagnosis}")
+        return (
+            f"{len(self.wait_s)} steps, median ms: {parts}, step {med(self.step_s):.1f}; "
+            f"{self.images_per_s:.1f} images/s\n{self.diagnosis}"
+        )
 
     def plot(self, ax: Any = None) -> Any:
         """Stacked bars, one per step, one colour per part of the step (ms)."""

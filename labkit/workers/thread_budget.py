@@ -19,6 +19,8 @@ from labkit.core.cpus import cpu_budget
 from labkit.core.environment import usable_cpus
 
 THREAD_ENV = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
 def threads_per_worker() -> tuple[int, list[str]]:
     """How many threads a worker's native libraries may start, and which libraries say so."""
     sources = []

@@ -111,7 +111,9 @@ class WatchedLoader(PassThrough):
         self.loader, self.timeout, self.dump_dir, self.log = loader, timeout, dump_dir, log
         self.last_startup_s: float | None = None
         dataset = loader.dataset
-        self.report = WorkerReport(dump_dir, log, dataset.dataset if isinstance(dataset, FetchLoggedDataset) else dataset)
+        self.report = WorkerReport(
+            dump_dir, log, dataset.dataset if isinstance(dataset, FetchLoggedDataset) else dataset
+        )
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -167,17 +169,21 @@ class WatchedLoader(PassThrough):
             report = self.diagnose(iterator, f"no batch arrived for {self.timeout:g} s", self.report.hang_fix(iterator))
             self._stop(iterator)
             return LoaderHangError(report)
-        dead = (wait_for_a_death(iterator) if (_died_message(e) or is_receive_error(e))
-                else dead_workers(iterator, even_clean=True))
+        dead = (
+            wait_for_a_death(iterator)
+            if (_died_message(e) or is_receive_error(e))
+            else dead_workers(iterator, even_clean=True)
+        )
         if dead:
-            what = (str(e).splitlines()[0] if _died_message(e)
-                    else f"{type(e).__name__} while receiving a batch: {e}")
+            what = str(e).splitlines()[0] if _died_message(e) else f"{type(e).__name__} while receiving a batch: {e}"
             report = self.diagnose(iterator, f"a worker died ({what})", DEATH_FIX, stacks=False)
             self._stop(iterator)
             return LoaderWorkerError(report)
         if is_receive_error(e):
-            note = (f"raised in the main process while receiving a batch; every worker was still alive "
-                    f"{DEATH_WAIT_S:g} s later, so no worker's death caused it")
+            note = (
+                f"raised in the main process while receiving a batch; every worker was still alive "
+                f"{DEATH_WAIT_S:g} s later, so no worker's death caused it"
+            )
         else:
             # An exception raised inside a worker keeps its type; a note says what was being fetched
             # (shown under the traceback from Python 3.11; kept in __notes__ before that).
@@ -211,8 +217,7 @@ class WatchedLoader(PassThrough):
         """A worker killed after its last batch loses nothing, but its death (the OOM killer?) is still news."""
         if not dead_workers(iterator):
             return None
-        report = self.diagnose(iterator, "every batch of the epoch arrived, but a worker died", DEATH_FIX,
-                               stacks=False)
+        report = self.diagnose(iterator, "every batch of the epoch arrived, but a worker died", DEATH_FIX, stacks=False)
         self._stop(iterator)
         return LoaderWorkerError(report)
 
@@ -243,6 +248,7 @@ def watched_loader(dataset: Dataset, timeout: float, **loader_kwargs: Any) -> Wa
     dump_dir = tempfile.mkdtemp(prefix=f"labkit-stacks-{os.getpid()}-")
     log = SharedLog("labkit-inflight-")
     init = WorkerInitChain(StackDumpInit(dump_dir), loader_kwargs.pop("worker_init_fn", None), StartedMark(dump_dir))
-    loader = DataLoader(FetchLoggedDataset(dataset, log), timeout=min(timeout, POLL_S), worker_init_fn=init,
-                        **loader_kwargs)
+    loader = DataLoader(
+        FetchLoggedDataset(dataset, log), timeout=min(timeout, POLL_S), worker_init_fn=init, **loader_kwargs
+    )
     return WatchedLoader(loader, timeout, dump_dir, log)

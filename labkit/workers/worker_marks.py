@@ -49,8 +49,11 @@ def read_mark(dump_dir: str, worker_id: int, mark: str, pid: int | None) -> floa
 def answers(dump_dir: str, worker_id: int, worker: Any) -> bool:
     """Whether ``worker`` is alive and has installed the handler that dumps its stack (before then the signal's
     default action would kill it)."""
-    return (DUMP_SIGNAL is not None and worker.is_alive()
-            and read_mark(dump_dir, worker_id, "answers", worker.pid) is not None)
+    return (
+        DUMP_SIGNAL is not None
+        and worker.is_alive()
+        and read_mark(dump_dir, worker_id, "answers", worker.pid) is not None
+    )
 
 
 class StackDumpInit:

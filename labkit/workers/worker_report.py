@@ -18,17 +18,25 @@ from labkit.core.torch_internals import exit_text, forget_worker_pids, worker_pr
 from labkit.core.wording import first
 from labkit.workers.worker_marks import DUMP_SIGNAL, answers, failed_fetches, last_fetches, read_mark, worker_stack
 
-HANG_FIX = ("Fix: find the call in the stacks above; set a timeout on I/O there, and check `labkit doctor` "
-            "for fork-after-threads and thread oversubscription")
-DEATH_FIX = ("Fix: exit code -9 (SIGKILL) is usually the out-of-memory killer, -7 (SIGBUS) a full /dev/shm: "
-             "lower num_workers, prefetch_factor or the batch size; `labkit doctor` estimates both")
-LOST_BATCH = ("No worker is inside the dataset, so the wait is in collate_fn or a finished batch was lost: a "
-              "worker that cannot move a batch it returned into a full /dev/shm prints 'unable to allocate "
-              "shared memory ... No space left on device' on its stderr and drops the batch. /dev/shm: {shm}. "
-              "If it is nearly full: lower num_workers, prefetch_factor or the batch size (`labkit doctor`)")
-STARTUP_FIX = ("Fix: a worker that never finishes starting is stuck unpickling the dataset or in worker_init_fn "
-               "(the stacks above show which, where a worker got far enough to answer); under spawn or "
-               "forkserver each worker also imports torch and your dataset's module afresh")
+HANG_FIX = (
+    "Fix: find the call in the stacks above; set a timeout on I/O there, and check `labkit doctor` "
+    "for fork-after-threads and thread oversubscription"
+)
+DEATH_FIX = (
+    "Fix: exit code -9 (SIGKILL) is usually the out-of-memory killer, -7 (SIGBUS) a full /dev/shm: "
+    "lower num_workers, prefetch_factor or the batch size; `labkit doctor` estimates both"
+)
+LOST_BATCH = (
+    "No worker is inside the dataset, so the wait is in collate_fn or a finished batch was lost: a "
+    "worker that cannot move a batch it returned into a full /dev/shm prints 'unable to allocate "
+    "shared memory ... No space left on device' on its stderr and drops the batch. /dev/shm: {shm}. "
+    "If it is nearly full: lower num_workers, prefetch_factor or the batch size (`labkit doctor`)"
+)
+STARTUP_FIX = (
+    "Fix: a worker that never finishes starting is stuck unpickling the dataset or in worker_init_fn "
+    "(the stacks above show which, where a worker got far enough to answer); under spawn or "
+    "forkserver each worker also imports torch and your dataset's module afresh"
+)
 
 
 def dead_workers(iterator: Any, even_clean: bool = False) -> list[Any]:
@@ -45,8 +53,9 @@ class WorkerReport:
         self.dump_dir, self.log, self.dataset = dump_dir, log, dataset
 
     def all_started(self, iterator: Any) -> bool:
-        return all(read_mark(self.dump_dir, k, "started", w.pid) is not None
-                   for k, w in enumerate(worker_processes(iterator)))
+        return all(
+            read_mark(self.dump_dir, k, "started", w.pid) is not None for k, w in enumerate(worker_processes(iterator))
+        )
 
     def hang_fix(self, iterator: Any) -> str:
         """The fix for a hang: in the dataset or collate (`HANG_FIX`), or in a worker's start (`STARTUP_FIX`)."""
@@ -56,15 +65,18 @@ class WorkerReport:
         """Which worker raised while fetching which samples, for the note on an error raised in a worker."""
         failed = failed_fetches(self.log)
         if not failed:
-            return ("no fetch from the dataset raised, so this came from outside it: collate_fn, worker_init_fn or "
-                    "the sampler")
+            return (
+                "no fetch from the dataset raised, so this came from outside it: collate_fn, worker_init_fn or "
+                "the sampler"
+            )
         last = failed[-1]
         path_of = getattr(self.dataset, "sample_path", None)
         where = f" (first: {path_of(last['indices'][0])})" if path_of is not None else ""
         return f"raised in worker {last['worker']} while fetching samples [{first(last['indices'], 8)}]{where}"
 
-    def describe(self, iterator: Any, headline: str, fix: str, stacks: bool = True,
-                 startup_s: float | None = None) -> str:
+    def describe(
+        self, iterator: Any, headline: str, fix: str, stacks: bool = True, startup_s: float | None = None
+    ) -> str:
         """What each worker of ``iterator`` is doing: alive, starting or dead, samples in flight, and (with
         ``stacks``) the Python stack of each one inside the dataset or still starting; ``startup_s``: how long
         the workers took to start, where known."""
@@ -95,9 +107,11 @@ class WorkerReport:
                 if path_of is not None:
                     line += f" (first: {path_of(indices[0])})"
             elif record is not None and w.exitcode not in (None, 0):
-                line += (f", after its fetch of samples [{first(record['indices'], 8)}] had "
-                         f"{'raised' if record['event'] == 'error' else 'finished'} (it died in collate_fn or "
-                         "while handing the batch over)")
+                line += (
+                    f", after its fetch of samples [{first(record['indices'], 8)}] had "
+                    f"{'raised' if record['event'] == 'error' else 'finished'} (it died in collate_fn or "
+                    "while handing the batch over)"
+                )
             else:
                 line += ", idle"
             lines.append(line)

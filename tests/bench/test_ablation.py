@@ -24,23 +24,39 @@ V = {v.id: v for v in VERSIONS + TRAINING_VERSIONS}
 
 
 def _result(vid, images_per_s, seed, runs=None):
-    return Result(vid, vid, images_per_s, 64 / images_per_s, runs or [images_per_s * 0.99, images_per_s * 1.01], 0.9,
-                  100.0, None, seed)
+    return Result(
+        vid,
+        vid,
+        images_per_s,
+        64 / images_per_s,
+        runs or [images_per_s * 0.99, images_per_s * 1.01],
+        0.9,
+        100.0,
+        None,
+        seed,
+    )
 
 
 def test_seed_claims_are_judged_from_the_runs_with_the_seeds_size():
     results = [_result("v1", 100, 0.58), _result("v2", 180, 0.35), _result("v3", 181, 0.26), _result("v4", 150, 0.21)]
     notes = seed_notes(results)
-    assert notes[0].endswith("Verdict: v2 faster than v1: held (1.80x, 1.76-1.84x over 2 + 2 passes); the seed "
-                             "measured 1.66x: that size did not hold (here 1.80x)")
+    assert notes[0].endswith(
+        "Verdict: v2 faster than v1: held (1.80x, 1.76-1.84x over 2 + 2 passes); the seed "
+        "measured 1.66x: that size did not hold (here 1.80x)"
+    )
     assert "v3 faster than v2: did not hold" in notes[1] and "v4 faster than v3: did not hold" in notes[2]
     assert notes[0].startswith("0.640 s -> 0.356 s per step")
     noisy = seed_notes([_result("v1", 100, 0.58, [80, 120]), _result("v2", 150, 0.35, [110, 190])])
     assert "within noise" in noisy[0] and "that size is within this run's spread" in noisy[0]
     single = seed_notes([_result("v1", 100, 0.58, [100]), _result("v2", 150, 0.35, [150])])
     assert single[0].endswith("from one run each: no verdict (measure --runs 2 or more)")
-    table = format_table(results, {"v8": "needs a CUDA device"}, {"cpu_count": 2, "cpu": "x", "device": "cpu",
-                                                                 "torch": "t", "torchvision": "tv"}, "header", notes)
+    table = format_table(
+        results,
+        {"v8": "needs a CUDA device"},
+        {"cpu_count": 2, "cpu": "x", "device": "cpu", "torch": "t", "torchvision": "tv"},
+        "header",
+        notes,
+    )
     assert "v8  not run: needs a CUDA device" in table and "0.58" in table
 
 
@@ -55,8 +71,14 @@ def test_peak_memory_is_checked_against_the_autotuners_budget():
 @pytest.mark.timeout(60)
 def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
     out, png = str(tmp_path / "a.json"), str(tmp_path / "a.png")
-    report = run_ablation(ws, AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
-                          only=["v1", "v3", "v6"], json_path=out, plot_path=png, progress=False)
+    report = run_ablation(
+        ws,
+        AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+        only=["v1", "v3", "v6"],
+        json_path=out,
+        plot_path=png,
+        progress=False,
+    )
     saved = json.load(open(out))
     assert [v["id"] for v in saved["versions"]] == ["v1", "v3", "v6"] == [v["id"] for v in report["versions"]]
     assert all(v["images_per_s"] > 0 and v["peak_memory_mb"] > 0 for v in saved["versions"])
@@ -91,8 +113,12 @@ def test_the_decoders_are_timed_only_for_a_version_that_picks_the_fastest(ws, mo
 @pytest.mark.timeout(60)
 def test_the_report_names_the_data_relative_to_the_working_directory(ws, capsys, monkeypatch):
     monkeypatch.chdir(os.path.dirname(ws.folder))
-    report = run_ablation(ws, AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
-                          only=["v6"], progress=True)
+    report = run_ablation(
+        ws,
+        AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+        only=["v6"],
+        progress=True,
+    )
     captured = capsys.readouterr()
     assert report["settings"]["folder"] == os.path.basename(ws.folder)
     assert ws.folder not in captured.out and f"images from {os.path.basename(ws.folder)} ->" in captured.out
@@ -120,8 +146,12 @@ def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
     from labkit.storage.packing import read_file
 
     read_file(os.fsencode(ws.decoded_pack))  # v6's data, all in the page cache
-    report = run_ablation(ws, AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
-                          only=["v6"], progress=False)
+    report = run_ablation(
+        ws,
+        AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu"),
+        only=["v6"],
+        progress=False,
+    )
     v6 = report["versions"][0]
     assert v6["cache"]["files"] == 1 and v6["cache"]["resident_before"] > 0.9 and "emptied_by" not in v6["cache"]
     note = next(n for n in report["notes"] if n.startswith("warm run"))
@@ -133,8 +163,10 @@ def test_a_share_of_cached_data_the_os_cannot_read_is_named_not_known():
 
     from labkit.bench.ablation import warm_note
 
-    results = [SimpleNamespace(id="v2", cache={"resident_before": None}),  # resident_share where there is no mincore
-               SimpleNamespace(id="v3", cache={"resident_before": 0.5})]
+    results = [
+        SimpleNamespace(id="v2", cache={"resident_before": None}),  # resident_share where there is no mincore
+        SimpleNamespace(id="v3", cache={"resident_before": 0.5}),
+    ]
     note = warm_note(results)
     assert "v2 not known (page-cache residency not available on" in note and "v3 50.0%" in note
 
@@ -161,7 +193,9 @@ def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     holder.start()
     try:
         assert ready.wait(30)
-        settings = AblationSettings(batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True)
+        settings = AblationSettings(
+            batch_size=8, num_workers=1, runs=1, steps=1, min_seconds=0.0, device="cpu", cold=True
+        )
         report = run_ablation(ws, settings, only=["v6"], progress=False)
     finally:
         stop.set()
@@ -169,14 +203,18 @@ def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     v6 = report["versions"][0]
     assert v6["cache"]["mapped_by_other_processes"] == [holder.pid] and v6["cache"]["resident_before"] > 0.9
     assert f"mapped by process {holder.pid}, which keeps it cached" in next(
-        n for n in report["notes"] if n.startswith("cold run"))
+        n for n in report["notes"] if n.startswith("cold run")
+    )
 
 
 def test_training_steps_are_judged_one_against_the_one_before_and_t5_against_t1():
     results = [_result("t1", 100, None), _result("t2", 180, None), _result("t5", 300, None)]
     notes = training_notes(results)
-    assert [n.split("Verdict: ")[1].split(":")[0] for n in notes] == ["t2 faster than t1", "t5 faster than t2",
-                                                                      "t5 faster than t1"]
+    assert [n.split("Verdict: ")[1].split(":")[0] for n in notes] == [
+        "t2 faster than t1",
+        "t5 faster than t2",
+        "t5 faster than t1",
+    ]
     assert all(": held (" in n for n in notes) and not any("seed measured" in n for n in notes)
 
 

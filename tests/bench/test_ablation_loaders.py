@@ -1,6 +1,5 @@
 """Each version's loader is what its row says: the article's DataLoader code for v1–v4, make_loader for labkit's."""
 
-
 import torch
 from torch.utils.data import RandomSampler
 
@@ -67,8 +66,9 @@ def test_v5_keeps_uint8_across_processes_and_normalises_and_mixes_on_the_device(
     loader, described = _build("v5", ws, decoder="pil-reduced")
     assert isinstance(loader, StatefulLoader) and described["batch_memory"] == "reused shared-memory slots"
     assert isinstance(loader.loader, SlotLoader)  # make_loader(..., batch_slots=True)
-    assert described["call"] == ("make_loader(dataset, batch_size=8, num_workers=2, prefetch_factor=4, "
-                                 "batch_slots=True, seed=0)")
+    assert described["call"] == (
+        "make_loader(dataset, batch_size=8, num_workers=2, prefetch_factor=4, batch_slots=True, seed=0)"
+    )
     assert isinstance(loader.dataset, PackedDataset) and loader.dataset.decoder == "pil-reduced"
     assert loader.dataset.transform is None and loader.prefetch_factor == 4
     assert loader.num_workers == 2 and loader.persistent_workers
@@ -132,7 +132,10 @@ def test_t1_crops_after_a_full_decode_in_the_main_process_and_t5_inside_the_deco
 def test_t5_takes_the_fastest_decoder_that_crops_inside_its_decode(ws, monkeypatch):
     import labkit.bench.ablation_loaders as ablation
 
-    monkeypatch.setattr(ablation, "time_decoders", lambda blobs, size: {"pil": 0.001, "torchvision": 0.002,
-                                                                         "pil-reduced": 0.004, "simplejpeg": 0.003})
+    monkeypatch.setattr(
+        ablation,
+        "time_decoders",
+        lambda blobs, size: {"pil": 0.001, "torchvision": 0.002, "pil-reduced": 0.004, "simplejpeg": 0.003},
+    )
     assert ablation.fastest_decoder(ws)[0] == "pil"
     assert ablation.fastest_decoder(ws, crops=True)[0] == "simplejpeg"

@@ -11,17 +11,23 @@ matplotlib.use("Agg")
 
 
 def _report(device="cpu", gpu="cpu", cpus=2, rates=(("v1", 100.0), ("v2", 180.0)), model=False):
-    loaders = {"v1": {"num_workers": 0, "decoder": "pil", "pin_memory": False},
-               "v2": {"num_workers": 2, "decoder": "pil", "pin_memory": True},
-               "v6": {"num_workers": 0, "decoder": "none", "pin_memory": False}}
-    return {"machine": {"cpu_count": cpus, "device": gpu}, "settings": {"device": device, "model": model},
-            "versions": [{"id": vid, "images_per_s": rate, "loader": loaders.get(vid, {})} for vid, rate in rates]}
+    loaders = {
+        "v1": {"num_workers": 0, "decoder": "pil", "pin_memory": False},
+        "v2": {"num_workers": 2, "decoder": "pil", "pin_memory": True},
+        "v6": {"num_workers": 0, "decoder": "none", "pin_memory": False},
+    }
+    return {
+        "machine": {"cpu_count": cpus, "device": gpu},
+        "settings": {"device": device, "model": model},
+        "versions": [{"id": vid, "images_per_s": rate, "loader": loaders.get(vid, {})} for vid, rate in rates],
+    }
 
 
 def test_runs_are_read_from_a_folder_as_speedups_over_their_own_v1(tmp_path):
     (tmp_path / "ablation_2cpu.json").write_text(json.dumps(_report()))
-    (tmp_path / "ablation_gpu.json").write_text(json.dumps(
-        _report("cuda", "NVIDIA H200", 16, (("v1", 400.0), ("v2", 2000.0), ("v8", 8000.0)), model=True)))
+    (tmp_path / "ablation_gpu.json").write_text(
+        json.dumps(_report("cuda", "NVIDIA H200", 16, (("v1", 400.0), ("v2", 2000.0), ("v8", 8000.0)), model=True))
+    )
     (tmp_path / "soak_2cpu.json").write_text("{}")  # another benchmark: not matched
     cpu, gpu = reference_runs(str(tmp_path))
     assert (cpu.name, gpu.name) == ("ablation_2cpu", "ablation_gpu")

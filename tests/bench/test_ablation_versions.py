@@ -19,7 +19,8 @@ def test_each_version_is_one_row_the_seed_s_four_with_its_step_times_and_labkit_
     assert not any(v.by_make_loader for v in VERSIONS[:4]) and all(v.by_make_loader for v in VERSIONS[4:])
     assert [v.id for v in VERSIONS if v.cuda_only] == ["v8"]
     assert {v.output_size for v in VERSIONS} == {OUTPUT_SIZE} and {v.output_size for v in TRAINING_VERSIONS} == {
-        TRAIN_OUTPUT_SIZE}
+        TRAIN_OUTPUT_SIZE
+    }
 
 
 def test_the_settings_take_the_cpu_budget_unless_told_and_leave_a_core_for_a_model(monkeypatch):

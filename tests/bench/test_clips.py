@@ -83,9 +83,14 @@ def test_plot_draws_a_lane_per_process(clips):
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("make", [lambda root: LoaderRunner(root, WORK, num_workers=2),
-                                  lambda root: PipelineRunner(root, WORK, num_decoders=1, num_transformers=1)],
-                         ids=["dataloader", "pipeline"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda root: LoaderRunner(root, WORK, num_workers=2),
+        lambda root: PipelineRunner(root, WORK, num_decoders=1, num_transformers=1),
+    ],
+    ids=["dataloader", "pipeline"],
+)
 def test_a_runner_reuses_its_processes_for_every_pass(clips, make):
     with make(clips) as runner:
         runs = [runner.run() for _ in range(2)]

@@ -95,8 +95,18 @@ def test_classes_are_learnable_from_colour_alone():
 
 
 def test_variants_have_the_modes_they_claim(tmp_path):
-    spec = PhotoSpec(n=40, classes=2, width=64, height=48, grayscale=0.2, cmyk=0.2, png=0.2, large=0.1,
-                     large_width=320, large_height=240)
+    spec = PhotoSpec(
+        n=40,
+        classes=2,
+        width=64,
+        height=48,
+        grayscale=0.2,
+        cmyk=0.2,
+        png=0.2,
+        large=0.1,
+        large_width=320,
+        large_height=240,
+    )
     root = str(tmp_path / "v")
     report = make_photos(root, spec, workers=1, progress=False)
     expected_mode = {"rgb": "RGB", "grayscale": "L", "cmyk": "CMYK", "png": "RGBA", "large": "RGB"}

@@ -116,9 +116,15 @@ def _read_only_runner(source, mount):
         return lambda command: command
     if not sh.which("unshare") or subprocess.call(["unshare", "-m", "true"], stderr=subprocess.DEVNULL) != 0:
         pytest.skip("as root, a read-only folder needs a read-only bind mount, and `unshare -m` is refused here")
-    return lambda command: ["unshare", "-m", "sh", "-c",
-                            f'mount --bind "{source}" "{mount}" && mount -o remount,ro,bind "{mount}" && exec "$@"',
-                            "sh", *command]
+    return lambda command: [
+        "unshare",
+        "-m",
+        "sh",
+        "-c",
+        f'mount --bind "{source}" "{mount}" && mount -o remount,ro,bind "{mount}" && exec "$@"',
+        "sh",
+        *command,
+    ]
 
 
 @pytest.mark.timeout(240)
@@ -132,8 +138,25 @@ def test_the_ablation_runs_on_a_read_only_folder_and_leaves_it_untouched(photos,
     runner = _read_only_runner(str(source), str(mount))
     before = _tree(str(source))
     env = dict(os.environ, LABKIT_DATA=str(kit_data), LABKIT_QUICK="1")
-    base = [sys.executable, "-m", "labkit", "demo", "--data", str(mount / "photos"), "--only", "v1,v3",
-            "--runs", "1", "--steps", "1", "--batch", "4", "--workers", "1", "--no-progress"]
+    base = [
+        sys.executable,
+        "-m",
+        "labkit",
+        "demo",
+        "--data",
+        str(mount / "photos"),
+        "--only",
+        "v1,v3",
+        "--runs",
+        "1",
+        "--steps",
+        "1",
+        "--batch",
+        "4",
+        "--workers",
+        "1",
+        "--no-progress",
+    ]
     done = subprocess.run(runner(base), env=env, capture_output=True, text=True, timeout=200)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert _tree(str(source)) == before  # nothing written into or beside the user's folder
@@ -141,7 +164,11 @@ def test_the_ablation_runs_on_a_read_only_folder_and_leaves_it_untouched(photos,
     derived = [p for p in (kit_data / "derived").iterdir()]
     assert len(derived) == 1 and derived[0].name.startswith("photos-")
     assert sorted(p.name for p in derived[0].iterdir() if p.suffix in (".pack", ".json", ".png")) == [
-        "photos-256.pack", "photos-ablation.json", "photos-ablation.png", "photos.pack"]
+        "photos-256.pack",
+        "photos-ablation.json",
+        "photos-ablation.png",
+        "photos.pack",
+    ]
 
     # a --work folder that cannot be written either: one line naming it and the option that moves it
     blocked = runner(base + ["--work", str(mount / "photos" / "packs")])
@@ -176,8 +203,10 @@ def test_messages_name_files_under_the_data_folder_relative_to_it_and_hide_other
     from labkit.bench.workspace import shown_text
 
     monkeypatch.setenv("LABKIT_DATA", str(tmp_path / "data"))
-    message = (f"{tmp_path / 'data' / 'photos.pack'}: record 100 is damaged; "
-               "see /home/someone/project/logs/run.txt or ./notes/x.txt")
+    message = (
+        f"{tmp_path / 'data' / 'photos.pack'}: record 100 is damaged; "
+        "see /home/someone/project/logs/run.txt or ./notes/x.txt"
+    )
     assert shown_text(message) == "photos.pack: record 100 is damaged; see run.txt or ./notes/x.txt"
 
 
@@ -185,8 +214,10 @@ def test_messages_keep_what_only_looks_like_a_path(tmp_path, monkeypatch):
     from labkit.bench.workspace import shown_text
 
     monkeypatch.setenv("LABKIT_DATA", "/data")
-    kept = ("see https://pytorch.org/docs/stable/data.html, file:///home/u/x, ~/.cache/labkit/p.pack, "
-            "C:/Users/x/y.txt, 120 images/s, a 1/2/3 split and /mnt/data/x")
+    kept = (
+        "see https://pytorch.org/docs/stable/data.html, file:///home/u/x, ~/.cache/labkit/p.pack, "
+        "C:/Users/x/y.txt, 120 images/s, a 1/2/3 split and /mnt/data/x"
+    )
     assert shown_text(kept) == kept.replace("/mnt/data/x", "x")
 
 

@@ -40,8 +40,10 @@ def find_chromium() -> str | None:
 def chromium_path() -> str:
     path = find_chromium()
     if path is None:
-        pytest.skip("no Chromium found (apt-get install chromium, or set LABKIT_CHROMIUM): "
-                    "the browser test of the panels did not run")
+        pytest.skip(
+            "no Chromium found (apt-get install chromium, or set LABKIT_CHROMIUM): "
+            "the browser test of the panels did not run"
+        )
     return path
 
 
@@ -49,8 +51,9 @@ def chromium_path() -> str:
 def lab(chromium_path, tmp_path_factory) -> Iterator[JupyterLab]:
     """JupyterLab on copies of the course's notebooks, in quick mode."""
     notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
-    with JupyterLab(tmp_path_factory.mktemp("jupyterlab"), notebooks, env={"LABKIT_QUICK": "1"},
-                    start_timeout=START_S) as server:
+    with JupyterLab(
+        tmp_path_factory.mktemp("jupyterlab"), notebooks, env={"LABKIT_QUICK": "1"}, start_timeout=START_S
+    ) as server:
         yield server
 
 
@@ -71,8 +74,12 @@ def page(browser) -> Iterator[Page]:
     page = context.new_page()
     page.set_default_timeout(START_S * 1000)
     errors: list[str] = []
-    page.on("console", lambda message: errors.append(f"console error: {message.text} ({message.location})")
-            if message.type == "error" else None)
+    page.on(
+        "console",
+        lambda message: (
+            errors.append(f"console error: {message.text} ({message.location})") if message.type == "error" else None
+        ),
+    )
     page.on("pageerror", lambda error: errors.append(f"uncaught error: {error}"))
     try:
         yield page

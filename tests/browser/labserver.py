@@ -28,8 +28,10 @@ import psutil
 # JupyterLab asks, in a pop-up, whether to fetch Jupyter news: answered "no" up front, so the
 # pop-up does not cover the panels in the screenshots. Windowing off: every cell stays in the page,
 # so a panel far down the notebook can be found without scrolling to it first.
-_SETTINGS = {"@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
-             "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"}}
+_SETTINGS = {
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false"},
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+}
 
 
 def free_port() -> int:
@@ -46,8 +48,9 @@ class JupyterLab:
     that runs the tests (the project's ``.venv`` under ``make test``).
     """
 
-    def __init__(self, scratch: Path, notebooks: Sequence[Path], env: dict | None = None,
-                 start_timeout: float = 120.0) -> None:
+    def __init__(
+        self, scratch: Path, notebooks: Sequence[Path], env: dict | None = None, start_timeout: float = 120.0
+    ) -> None:
         self.scratch, self.notebooks, self.start_timeout = Path(scratch), list(notebooks), start_timeout
         self.extra_env = dict(env or {})
         self.port, self.token = free_port(), secrets.token_hex(16)
@@ -69,8 +72,9 @@ class JupyterLab:
 
     def api(self, path: str, method: str = "GET", timeout: float = 10.0) -> object:
         """JSON answer of the server's REST API at ``/api/<path>``."""
-        request = urllib.request.Request(f"{self.base}/api/{path}", method=method,
-                                         headers={"Authorization": f"token {self.token}"})
+        request = urllib.request.Request(
+            f"{self.base}/api/{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
         with urllib.request.urlopen(request, timeout=timeout) as answer:
             body = answer.read()
         return json.loads(body) if body else None
@@ -102,41 +106,57 @@ class JupyterLab:
             path = settings / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(values))
-        env = {**os.environ, **self.extra_env,
-               "JUPYTER_CONFIG_DIR": str(self.scratch / "jupyter-config"),
-               "JUPYTERLAB_SETTINGS_DIR": str(settings),
-               "JUPYTERLAB_WORKSPACES_DIR": str(self.scratch / "lab-workspaces"),
-               "IPYTHONDIR": str(self.scratch / "ipython"),
-               "JUPYTER_RUNTIME_DIR": str(self.scratch / "runtime")}
+        env = {
+            **os.environ,
+            **self.extra_env,
+            "JUPYTER_CONFIG_DIR": str(self.scratch / "jupyter-config"),
+            "JUPYTERLAB_SETTINGS_DIR": str(settings),
+            "JUPYTERLAB_WORKSPACES_DIR": str(self.scratch / "lab-workspaces"),
+            "IPYTHONDIR": str(self.scratch / "ipython"),
+            "JUPYTER_RUNTIME_DIR": str(self.scratch / "runtime"),
+        }
         env.pop("JUPYTER_TOKEN", None)
         return env
 
     def _start(self) -> None:
         env = self._prepare()
-        command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
-                   f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
-                   f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-                   "--expose-app-in-browser",  # window.jupyterapp: the test reads cell states and outputs
-                   "--ServerApp.terminals_enabled=False"]
+        command = [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={self.port}",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+            "--expose-app-in-browser",  # window.jupyterapp: the test reads cell states and outputs
+            "--ServerApp.terminals_enabled=False",
+        ]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             command.append("--allow-root")  # CI containers run as root
         with open(self.log_path, "wb") as log:
-            self.process = subprocess.Popen(command, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                command, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            )
         deadline = time.monotonic() + self.start_timeout
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"JupyterLab exited with code {self.process.returncode} before its API answered; "
-                                   f"its log ends:\n{self.log_tail()}")
+                raise RuntimeError(
+                    f"JupyterLab exited with code {self.process.returncode} before its API answered; "
+                    f"its log ends:\n{self.log_tail()}"
+                )
             try:
                 self.api("status", timeout=5)
                 return
             except (urllib.error.URLError, ConnectionError, OSError):
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"JupyterLab's API at {self.base}/api/status did not answer within "
-                                   f"{self.start_timeout:.0f} s (is the machine overloaded?); its log ends:\n"
-                                   f"{self.log_tail()}")
+                raise TimeoutError(
+                    f"JupyterLab's API at {self.base}/api/status did not answer within "
+                    f"{self.start_timeout:.0f} s (is the machine overloaded?); its log ends:\n"
+                    f"{self.log_tail()}"
+                )
             time.sleep(0.5)
 
     # -- stop -----------------------------------------------------------------------------------------

@@ -48,12 +48,18 @@ def open_notebook(page: Page, url: str, notebook: str, timeout: float) -> None:
     earlier visit, and one of those, its kernel already idle, can be the current tab for a moment."""
     page.goto(url)
     try:
-        page.wait_for_function(f"() => {{ const s = ({_STATE})(); "
-                               f"return s && s.path === {json.dumps(notebook)} && s.connection === 'connected' "
-                               "&& s.kernel === 'idle'; }", timeout=timeout * 1000, polling=500)
+        page.wait_for_function(
+            f"() => {{ const s = ({_STATE})(); "
+            f"return s && s.path === {json.dumps(notebook)} && s.connection === 'connected' "
+            "&& s.kernel === 'idle'; }",
+            timeout=timeout * 1000,
+            polling=500,
+        )
     except Exception as e:
-        raise AssertionError(f"{notebook} was not the current tab with its kernel connected and idle within "
-                             f"{timeout:.0f} s after opening {url.split('?')[0]}: {notebook_state(page)}") from e
+        raise AssertionError(
+            f"{notebook} was not the current tab with its kernel connected and idle within "
+            f"{timeout:.0f} s after opening {url.split('?')[0]}: {notebook_state(page)}"
+        ) from e
 
 
 def run_all_cells(page: Page, timeout: float) -> None:
@@ -69,8 +75,10 @@ def run_all_cells(page: Page, timeout: float) -> None:
             break
         if time.monotonic() - started > timeout:
             waiting = [c["index"] for c in state["cells"] if c["count"] is None]
-            raise AssertionError(f"Run All Cells had not finished after {timeout:.0f} s (kernel {state['kernel']}, "
-                                 f"cells still to run: {waiting}); the machine may be overloaded")
+            raise AssertionError(
+                f"Run All Cells had not finished after {timeout:.0f} s (kernel {state['kernel']}, "
+                f"cells still to run: {waiting}); the machine may be overloaded"
+            )
         time.sleep(1.0)
     assert_no_error_outputs(page)
 
@@ -89,8 +97,10 @@ def output_with(page: Page, inner: Locator, timeout: float = 180.0) -> Locator:
     started = time.monotonic()
     while not (found.count() and found.first.is_visible()):
         if time.monotonic() - started > timeout:
-            raise AssertionError(f"no visible output holding {inner} after {timeout:.0f} s of scrolling the notebook; "
-                                 f"its state: {notebook_state(page)}")
+            raise AssertionError(
+                f"no visible output holding {inner} after {timeout:.0f} s of scrolling the notebook; "
+                f"its state: {notebook_state(page)}"
+            )
         page.evaluate(_SCROLL_DOWN)
         time.sleep(0.5)
     assert found.count() == 1, f"expected one output holding {inner}, found {found.count()}"
@@ -110,8 +120,9 @@ _SCROLL_DOWN = """() => {
 
 def slider(panel: Locator, name: str) -> Locator:
     """The ipywidgets slider labelled ``name`` in ``panel``."""
-    return panel.locator(".widget-slider").filter(has=panel.page.locator(".widget-label", has_text=re.compile(
-        f"^{re.escape(name)}$")))
+    return panel.locator(".widget-slider").filter(
+        has=panel.page.locator(".widget-label", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
 
 
 def slider_value(panel: Locator, name: str) -> str:

@@ -47,8 +47,12 @@ def history_rows(panel) -> int:
 
 def loader_status(panel) -> str:
     """The text beside the Run button: the last run, or the exception its callback caught."""
-    return panel.locator(".widget-hbox").filter(has=panel.page.locator("button.jupyter-button")) \
-        .locator(".widget-html-content").inner_text()
+    return (
+        panel.locator(".widget-hbox")
+        .filter(has=panel.page.locator("button.jupyter-button"))
+        .locator(".widget-html-content")
+        .inner_text()
+    )
 
 
 def run_with_another_worker_count(panel) -> str:
@@ -59,17 +63,26 @@ def run_with_another_worker_count(panel) -> str:
     top = int(float(slider(panel, "num_workers").locator(".noUi-handle").get_attribute("aria-valuemax")))
     key, target = ("ArrowRight", workers + 1) if workers < top else ("ArrowLeft", workers - 1)
     press_keys_on_slider(panel, "num_workers", key)
-    wait_until(lambda: slider_value(panel, "num_workers") == str(target), UPDATE_S,
-               f"the num_workers slider to move from {workers} to {target} on {key}")
+    wait_until(
+        lambda: slider_value(panel, "num_workers") == str(target),
+        UPDATE_S,
+        f"the num_workers slider to move from {workers} to {target} on {key}",
+    )
     panel.locator("button.jupyter-button", has_text="Run").click()
-    wait_until(lambda: history_rows(panel) > rows or "Error" in loader_status(panel), PANEL_RUN_S,
-               f"a row {rows + 1} in the history table after pressing Run")
+    wait_until(
+        lambda: history_rows(panel) > rows or "Error" in loader_status(panel),
+        PANEL_RUN_S,
+        f"a row {rows + 1} in the history table after pressing Run",
+    )
     assert history_rows(panel) == rows + 1, f"pressing Run did not add one row; the panel says: {loader_status(panel)}"
     row = panel.locator("table tr").last.locator("td").all_inner_texts()
     assert row[1] == str(target), f"the new row is not a run with the slider's {target} workers: {row}"
     wait_until(lambda: plot_source(panel) not in ("", plot), UPDATE_S, "the plot to be redrawn with the new point")
-    status = wait_until(lambda: not loader_status(panel).startswith("measuring") and loader_status(panel), UPDATE_S,
-                        "the Run button's callback to report its run beside the button")
+    status = wait_until(
+        lambda: not loader_status(panel).startswith("measuring") and loader_status(panel),
+        UPDATE_S,
+        "the Run button's callback to report its run beside the button",
+    )
     assert f"workers {target}," in status and "images/s" in status, f"the panel reports: {status}"
     return status
 
@@ -110,11 +123,17 @@ def test_sampler_panel_rescores_when_block_size_moves(lab, page, artifacts):
     block = int(slider_value(panel, "block_size"))
     assert before.startswith(f"block_size {block},"), f"the scores do not describe the slider's block size: {before}"
     press_keys_on_slider(panel, "block_size", "ArrowRight")
-    moved = wait_until(lambda: slider_value(panel, "block_size") != str(block) and slider_value(panel, "block_size"),
-                       UPDATE_S, f"the block_size slider to move from {block} on ArrowRight")
+    moved = wait_until(
+        lambda: slider_value(panel, "block_size") != str(block) and slider_value(panel, "block_size"),
+        UPDATE_S,
+        f"the block_size slider to move from {block} on ArrowRight",
+    )
     assert int(moved) > block, f"ArrowRight moved block_size from {block} down to {moved}"
-    after = wait_until(lambda: scores.inner_text() != before and scores.inner_text(), UPDATE_S,
-                       f"the scores to change after block_size moved to {moved}")
+    after = wait_until(
+        lambda: scores.inner_text() != before and scores.inner_text(),
+        UPDATE_S,
+        f"the scores to change after block_size moved to {moved}",
+    )
     assert after.startswith(f"block_size {moved},"), f"the scores are not those of block_size {moved}: {after}"
     wait_until(lambda: plot_source(panel) not in ("", plot), UPDATE_S, "the sampler's plot to be redrawn")
     panel.scroll_into_view_if_needed()

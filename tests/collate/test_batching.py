@@ -1,4 +1,3 @@
-
 import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
@@ -22,10 +21,14 @@ def test_stack_uint8_refuses_float_and_names_mismatched_sample(uint8_samples):
 
 
 def _detection_batch():
-    return [(torch.zeros(3, 20, 30), {"boxes": torch.tensor([[1.0, 2, 10, 12]]), "labels": torch.tensor([4])}),
-            (torch.zeros(3, 25, 15), {"boxes": torch.tensor([[0.0, 0, 5, 5], [2, 2, 9, 9]]),
-                                      "labels": torch.tensor([1, 2])}),
-            (torch.zeros(3, 10, 10), {"boxes": torch.zeros(0, 4), "labels": torch.zeros(0)})]
+    return [
+        (torch.zeros(3, 20, 30), {"boxes": torch.tensor([[1.0, 2, 10, 12]]), "labels": torch.tensor([4])}),
+        (
+            torch.zeros(3, 25, 15),
+            {"boxes": torch.tensor([[0.0, 0, 5, 5], [2, 2, 9, 9]]), "labels": torch.tensor([1, 2])},
+        ),
+        (torch.zeros(3, 10, 10), {"boxes": torch.zeros(0, 4), "labels": torch.zeros(0)}),
+    ]
 
 
 def test_default_collate_fails_on_detection_and_ours_keeps_each_sample():
@@ -58,8 +61,10 @@ def test_pad_collate_pads_and_masks():
 
 
 def test_graph_collate_builds_a_disjoint_union():
-    graphs = [{"x": torch.ones(3, 2), "edge_index": torch.tensor([[0, 1], [1, 2]]), "y": 0},
-              {"x": torch.zeros(2, 2), "edge_index": torch.tensor([[0], [1]]), "y": 1}]
+    graphs = [
+        {"x": torch.ones(3, 2), "edge_index": torch.tensor([[0, 1], [1, 2]]), "y": 0},
+        {"x": torch.zeros(2, 2), "edge_index": torch.tensor([[0], [1]]), "y": 1},
+    ]
     with pytest.raises(RuntimeError):
         default_collate(graphs)
     out = graph_collate(graphs)
@@ -74,7 +79,7 @@ def test_stack_uint8_passes_a_batched_read_through_and_copies_anything_else():
     rows = [(img, k) for k, img in enumerate(base)]
     for samples in (rows, rows[1:]):  # consecutive rows of one block: already a batch
         passed = stack_uint8(samples)[0]
-        assert passed.data_ptr() == samples[0][0].data_ptr() and torch.equal(passed, base[4 - len(samples):])
+        assert passed.data_ptr() == samples[0][0].data_ptr() and torch.equal(passed, base[4 - len(samples) :])
     for samples in (rows[::-1], rows[::2], [(img.clone(), k) for img, k in rows]):
         stacked = stack_uint8(samples)[0]
         assert stacked.data_ptr() != base.data_ptr() and torch.equal(stacked, torch.stack([s[0] for s in samples]))

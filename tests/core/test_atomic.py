@@ -27,9 +27,14 @@ def test_a_write_that_fails_keeps_the_old_file_and_removes_its_temporary(tmp_pat
 def test_durable_writes_fsync_the_file_and_then_its_folder(tmp_path, monkeypatch):
     synced = []
     real = os.fsync
-    monkeypatch.setattr(atomic.os, "fsync", lambda fd: (synced.append(os.readlink(f"/proc/self/fd/{fd}")
-                                                                      if os.path.isdir("/proc/self/fd") else fd),
-                                                        real(fd)))
+    monkeypatch.setattr(
+        atomic.os,
+        "fsync",
+        lambda fd: (
+            synced.append(os.readlink(f"/proc/self/fd/{fd}") if os.path.isdir("/proc/self/fd") else fd),
+            real(fd),
+        ),
+    )
     write_atomic(tmp_path / "a", b"x")
     if os.name == "posix" and os.path.isdir("/proc/self/fd"):
         assert synced == [temporary_name(tmp_path / "a"), str(tmp_path)]

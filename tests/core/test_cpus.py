@@ -11,12 +11,14 @@ from labkit.core.errors import LabkitError
 @pytest.fixture
 def node(monkeypatch):
     """A simulated node: set its CPUs and its torchrun ranks."""
+
     def shape(cpus, ranks=None):
         monkeypatch.setattr(cpu_budget_module, "usable_cpus", lambda: cpus)
         if ranks is None:
             monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
         else:
             monkeypatch.setenv("LOCAL_WORLD_SIZE", str(ranks))
+
     return shape
 
 

@@ -12,8 +12,9 @@ from labkit.core.environment import (
 from labkit.core.errors import LabkitError
 
 
-@pytest.mark.parametrize("value, expected", [("1", True), ("yes", True), ("0", False), ("false", False), ("", False),
-                                             (" No ", False)])
+@pytest.mark.parametrize(
+    "value, expected", [("1", True), ("yes", True), ("0", False), ("false", False), ("", False), (" No ", False)]
+)
 def test_a_switch_is_on_unless_it_says_off(value, expected, monkeypatch):
     monkeypatch.setenv("LABKIT_SOMETHING", value)
     assert flag("LABKIT_SOMETHING") is expected

@@ -32,4 +32,3 @@ def test_machine_description_names_cores_and_device():
     info = machine_info()
     assert info["cpu_count"] >= 1 and info["torch"] == torch.__version__
     assert f"{info['cpu_count']} CPUs" in describe_machine(info) and info["device"] in describe_machine(info)
-

@@ -54,6 +54,13 @@ def test_every_wrapper_of_the_kit_uses_the_one_rule():
     from labkit.workers.stateful_loader import StatefulLoader
     from labkit.workers.watchdog import WatchedLoader
 
-    for wrapper in (FetchLoggedDataset, EpochTagged, ProfiledLoader, SlotDataset, StatefulLoader, WatchedLoader,
-                    SlowAt):
+    for wrapper in (
+        FetchLoggedDataset,
+        EpochTagged,
+        ProfiledLoader,
+        SlotDataset,
+        StatefulLoader,
+        WatchedLoader,
+        SlowAt,
+    ):
         assert issubclass(wrapper, PassThrough) and "__getattr__" not in vars(wrapper), wrapper

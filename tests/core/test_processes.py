@@ -21,9 +21,14 @@ def test_kill_process_tree_takes_the_children_too():
     import time
 
     from labkit.core.processes import kill_process_tree, running
-    child = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+
+    child = (
+        "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "time.sleep(60)"
+    )
     job = subprocess.Popen([sys.executable, "-c", child])
     import psutil
+
     deadline = time.monotonic() + 20
     while not psutil.Process(job.pid).children() and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -33,4 +38,3 @@ def test_kill_process_tree_takes_the_children_too():
     assert set(killed) == {job.pid, grandchild}
     assert not running(grandchild) and job.returncode != 0
     assert kill_process_tree(job.pid) == []  # gone already: nothing to kill, no error
-

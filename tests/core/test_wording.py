@@ -22,5 +22,10 @@ def test_a_line_cut_short_ends_in_an_ellipsis_within_its_width():
 def test_sizes_read_as_a_person_reads_them():
     from labkit.core.wording import size_text
 
-    assert [size_text(n) for n in (0, 512, 3 << 10, 3 << 20, 3 << 30)] == ["0 B", "512 B", "3.0 KiB", "3.0 MiB",
-                                                                          "3.00 GiB"]
+    assert [size_text(n) for n in (0, 512, 3 << 10, 3 << 20, 3 << 30)] == [
+        "0 B",
+        "512 B",
+        "3.0 KiB",
+        "3.0 MiB",
+        "3.00 GiB",
+    ]

@@ -18,7 +18,8 @@ def test_the_two_float_ways_make_the_same_batch_and_the_uint8_way_only_stacks():
     assert torch.equal(augment_in_collate(batch, "uint8 stack"), torch.stack(batch))
     # flipped: the first column of the output is the last column of the input, normalised
     expected = (batch[0][:, :, -1].float() / 255 - torch.tensor([0.485, 0.456, 0.406])[:, None]) / torch.tensor(
-        [0.229, 0.224, 0.225])[:, None]
+        [0.229, 0.224, 0.225]
+    )[:, None]
     torch.testing.assert_close(steps[0, :, :, 0], expected)
 
 

@@ -16,8 +16,10 @@ After the table.
 
 def test_the_rows_are_read_in_order_and_shown_as_the_same_markdown_table():
     table = parse_course_map(TABLE)
-    assert table.rows == (("00_start_here", "1", "this machine"),
-                          ("04_workers_pin_prefetch", "3.1–3.3, 6.4", "workers"))
+    assert table.rows == (
+        ("00_start_here", "1", "this machine"),
+        ("04_workers_pin_prefetch", "3.1–3.3, 6.4", "workers"),
+    )
     shown = table._repr_markdown_()
     assert shown == repr(table) and shown.splitlines()[0] == HEADER
     assert parse_course_map(shown).rows == table.rows
@@ -28,12 +30,15 @@ def test_the_courses_own_readme_lists_every_notebook_once():
     assert names == sorted(set(names)) and names[0] == "00_start_here"
 
 
-@pytest.mark.parametrize("text, message", [
-    ("# no table here\n", "has no line"),
-    (f"{HEADER}\n| --- | --- | --- |\n\n", "has no rows"),
-    (f"{HEADER}\n| --- | --- | --- |\n| 00_start_here | 1 | no backticks |\n", "line 3"),
-    (f"{HEADER}\n| --- | --- | --- |\n| `00_start_here` | 1 |\n", "three cells"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("# no table here\n", "has no line"),
+        (f"{HEADER}\n| --- | --- | --- |\n\n", "has no rows"),
+        (f"{HEADER}\n| --- | --- | --- |\n| 00_start_here | 1 | no backticks |\n", "line 3"),
+        (f"{HEADER}\n| --- | --- | --- |\n| `00_start_here` | 1 |\n", "three cells"),
+    ],
+)
 def test_a_malformed_table_is_refused_with_the_line_and_the_fix(text, message):
     with pytest.raises(CourseMapError, match=message) as raised:
         parse_course_map(text, source="notebooks/README.md")

@@ -40,8 +40,9 @@ def test_the_queue_faults_a_fresh_segment_in_per_item_and_the_ring_does_not(repo
 
 def test_faults_unknown_where_not_counted_and_bad_arguments_refused():
     unknown = {"queue": [None], "ring": [None]}
-    blank = HandoffReport((2, 2), 1, seconds={"queue": [0.1], "ring": [0.1]}, sender_faults=unknown,
-                          receiver_faults=unknown)
+    blank = HandoffReport(
+        (2, 2), 1, seconds={"queue": [0.1], "ring": [0.1]}, sender_faults=unknown, receiver_faults=unknown
+    )
     assert blank.faults_per_item("queue") is None and "page faults" not in str(blank)
     with pytest.raises(LabkitValueError):
         blank.faults_per_item("queue", "main")

@@ -8,7 +8,7 @@ from torch.utils.data import DataLoader
 from labkit.core.errors import LabkitError
 from labkit.course.learner_modules import learner_folder, load_learner_module
 
-MODULE = '''
+MODULE = """
 from torch.utils.data import Dataset
 
 
@@ -21,7 +21,7 @@ class Squares(Dataset):
 
 
 FACTOR = {factor}
-'''
+"""
 
 
 @pytest.fixture
@@ -53,8 +53,9 @@ def test_an_edited_module_is_reloaded_and_spawned_workers_import_it(lab):
     os.utime(path, (os.path.getmtime(path) + 5,) * 2)  # a new mtime, even on a coarse clock
     squares = load_learner_module("lab_test_squares").Squares()
     assert squares[3] == 90
-    loader = DataLoader(squares, batch_size=None, num_workers=1,
-                        multiprocessing_context=multiprocessing.get_context("spawn"))
+    loader = DataLoader(
+        squares, batch_size=None, num_workers=1, multiprocessing_context=multiprocessing.get_context("spawn")
+    )
     assert [int(x) for x in loader] == [0, 10, 40, 90]
 
 

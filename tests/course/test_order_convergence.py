@@ -12,8 +12,10 @@ from labkit.storage.pack_format import PackReader
 
 matplotlib.use("Agg")
 
-ORDERS = {"sequential": lambda n, seed: SequentialSampler(range(n)),
-          "random": lambda n, seed: RandomPermutationSampler(n, seed=seed)}
+ORDERS = {
+    "sequential": lambda n, seed: SequentialSampler(range(n)),
+    "random": lambda n, seed: RandomPermutationSampler(n, seed=seed),
+}
 
 
 def test_the_images_are_downscaled_once_and_every_class_keeps_a_held_out_share(decoded_pack):

@@ -27,10 +27,12 @@ def test_cap_ipc_lock_reads_bit_14_of_the_effective_set(tmp_path):
 
 def test_describe_says_the_limit_and_the_exemption():
     assert LockLimit(8 * 2**20, 8 * 2**20, True).describe() == (
-        "locked-memory limit (ulimit -l): 8 MiB; this process has CAP_IPC_LOCK, so mlock may lock more than that")
+        "locked-memory limit (ulimit -l): 8 MiB; this process has CAP_IPC_LOCK, so mlock may lock more than that"
+    )
     assert LockLimit(64 * 2**10, None, False).describe() == (
         "locked-memory limit (ulimit -l): 64 KiB (hard limit unlimited); this process has no CAP_IPC_LOCK, "
-        "so mlock stops at that")
+        "so mlock stops at that"
+    )
     assert LockLimit(None, None, None).describe() == "locked-memory limit (ulimit -l): unlimited"
 
 

@@ -14,8 +14,21 @@ from labkit.distributed.checkpoint import load_checkpoint
 
 
 def _command(pack, ckpt):
-    return [sys.executable, "-m", "labkit.course.resume_demo", "--pack", pack, "--checkpoint", ckpt, "--batch", "4",
-            "--every", "2", "--step-s", "0.05"]
+    return [
+        sys.executable,
+        "-m",
+        "labkit.course.resume_demo",
+        "--pack",
+        pack,
+        "--checkpoint",
+        ckpt,
+        "--batch",
+        "4",
+        "--every",
+        "2",
+        "--step-s",
+        "0.05",
+    ]
 
 
 def test_an_uninterrupted_run_sees_each_sample_once_per_epoch(decoded_pack, tmp_path):

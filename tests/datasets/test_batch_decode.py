@@ -46,8 +46,9 @@ def test_no_decode_thread_outlives_its_batch_so_none_is_alive_at_a_fork(encoded_
     def passes():
         main_pass = torch.cat([b for b, _ in make_loader(ds, batch_size=4, shuffle=False, num_workers=0)])
         threaded = torch.cat([b for b, _ in ThreadLoader(ds, batch_size=4, shuffle=False, threads=2)])
-        forked = torch.cat([b for b, _ in make_loader(ds, batch_size=4, shuffle=False, num_workers=2,
-                                                      multiprocessing_context="fork")])
+        forked = torch.cat(
+            [b for b, _ in make_loader(ds, batch_size=4, shuffle=False, num_workers=2, multiprocessing_context="fork")]
+        )
         assert torch.equal(main_pass, threaded) and torch.equal(main_pass, forked)
 
     forks = _decode_threads_at_forks(passes)
@@ -74,4 +75,3 @@ def test_an_unexpected_error_in_a_helper_thread_reaches_the_caller_and_expected_
 
 def test_a_batch_decoder_says_its_setting():
     assert repr(BatchDecoder()) == "BatchDecoder(threads=auto)" and repr(BatchDecoder(3)) == "BatchDecoder(threads=3)"
-

@@ -2,7 +2,6 @@
 any thread count, with seeded crops that depend on neither batch size, workers nor threads, a broken image named
 (or skipped alone), and the Python calls per sample counted."""
 
-
 import numpy as np
 import pytest
 import torch
@@ -32,17 +31,18 @@ def _datasets(photos, encoded_pack, decoded_pack, threads):
         "folder simplejpeg": ImageFolderDataset(photos, "simplejpeg", OUT, decode_threads=threads),
         "pack pil-reduced": PackedDataset(encoded_pack, "pil-reduced", OUT, decode_threads=threads),
         "pack crops": PackedDataset(encoded_pack, "simplejpeg", crop=CROP, decode_threads=threads),
-        "folder centre crops": ImageFolderDataset(photos, "simplejpeg", crop=CenterCrop(OUT, resize=OUT + 8),
-                                                  decode_threads=threads),
+        "folder centre crops": ImageFolderDataset(
+            photos, "simplejpeg", crop=CenterCrop(OUT, resize=OUT + 8), decode_threads=threads
+        ),
         "decoded pack crops": DecodedArrayDataset(decoded_pack, crop=CROP, decode_threads=threads),
     }
 
 
 @pytest.mark.parametrize("threads", [1, 3])
-@pytest.mark.parametrize("kind", ["folder simplejpeg", "pack pil-reduced", "pack crops", "folder centre crops",
-                                  "decoded pack crops"])
-def test_a_batch_is_the_samples_one_at_a_time_as_rows_of_one_tensor(kind, threads, photos, encoded_pack,
-                                                                     decoded_pack):
+@pytest.mark.parametrize(
+    "kind", ["folder simplejpeg", "pack pil-reduced", "pack crops", "folder centre crops", "decoded pack crops"]
+)
+def test_a_batch_is_the_samples_one_at_a_time_as_rows_of_one_tensor(kind, threads, photos, encoded_pack, decoded_pack):
     ds = _datasets(photos, encoded_pack, decoded_pack, threads)[kind]
     batch = ds.__getitems__(INDICES)
     first = batch[0][0]
@@ -114,8 +114,9 @@ def test_the_slot_loader_gets_batches_decoded_in_its_slots(encoded_pack, monkeyp
     ds = PackedDataset(encoded_pack, "simplejpeg", crop=CROP)
     asked = []
     real = PackedDataset.__getitems__
-    monkeypatch.setattr(PackedDataset, "__getitems__", lambda self, i, out=None: asked.append(out is not None)
-                        or real(self, i, out))
+    monkeypatch.setattr(
+        PackedDataset, "__getitems__", lambda self, i, out=None: asked.append(out is not None) or real(self, i, out)
+    )
     loader = SlotLoader(ds, batch_size=5, shuffle=False, num_workers=0, image_shape=(3, 24, 24))
     images = torch.cat([b.clone() for b, _ in loader])
     assert asked and all(asked)
@@ -129,10 +130,15 @@ CALLS_PER_SAMPLE = 10
 
 
 @pytest.mark.parametrize("storage", ["pack", "folder"])
-@pytest.mark.parametrize("crop", [RandomResizedCrop(OUT, seed=1), CenterCrop(OUT, resize=OUT)], ids=["random", "centre"])
+@pytest.mark.parametrize(
+    "crop", [RandomResizedCrop(OUT, seed=1), CenterCrop(OUT, resize=OUT)], ids=["random", "centre"]
+)
 def test_the_python_calls_per_sample_of_a_batch_stay_counted(photos, encoded_pack, storage, crop):
-    ds = (PackedDataset(encoded_pack, "simplejpeg", crop=crop, decode_threads=2) if storage == "pack"
-          else ImageFolderDataset(photos, "simplejpeg", crop=crop, decode_threads=2))
+    ds = (
+        PackedDataset(encoded_pack, "simplejpeg", crop=crop, decode_threads=2)
+        if storage == "pack"
+        else ImageFolderDataset(photos, "simplejpeg", crop=crop, decode_threads=2)
+    )
     batch = [k % len(ds) for k in range(64)]
     ds.__getitems__(batch)  # first use: imports and caches are not the batch's work
     counted = count_python_calls(lambda: ds.__getitems__(batch))
@@ -145,10 +151,10 @@ def test_the_crops_drawn_do_not_depend_on_batch_size_workers_or_threads(encoded_
     for batch_size, workers, threads in [(5, 0, 1), (8, 2, 2), (24, 0, 3)]:
         ds.decode_threads = threads
         context = {"multiprocessing_context": "fork"} if workers else {}
-        images = torch.cat([b for b, _ in make_loader(ds, batch_size=batch_size, shuffle=False, num_workers=workers,
-                                                      **context)])
+        images = torch.cat(
+            [b for b, _ in make_loader(ds, batch_size=batch_size, shuffle=False, num_workers=workers, **context)]
+        )
         assert torch.equal(images, reference), (batch_size, workers, threads)
-
 
 
 class _BytesInMemory(EncodedImages, LabeledImageDataset):

@@ -35,4 +35,3 @@ def test_a_file_list_s_mistakes_are_named(photos):
         ImageFilesDataset(["a", "b"], ["cat", "cow"], classes=["cat", "dog"])
     with pytest.raises(LabkitValueError, match="sample 1 has label 5, outside the 2 classes"):
         ImageFilesDataset(["a", "b"], [0, 5], classes=["cat", "dog"])
-

@@ -68,8 +68,15 @@ def test_litdata_chunks_with_crops_in_the_decode_and_any_worker_count(samples, t
     litdata = pytest.importorskip("litdata")
     data, folder = samples
     out = tmp_path / "chunks"
-    litdata.optimize(fn=_litdata_sample, inputs=data, output_dir=str(out), chunk_bytes="1MB", num_workers=1,
-                     start_method=multiprocessing.get_start_method(), verbose=False)
+    litdata.optimize(
+        fn=_litdata_sample,
+        inputs=data,
+        output_dir=str(out),
+        chunk_bytes="1MB",
+        num_workers=1,
+        start_method=multiprocessing.get_start_method(),
+        verbose=False,
+    )
     crop = RandomResizedCrop(24, seed=3)
     dataset = RecordDataset(litdata.StreamingDataset(str(out)), classes=folder.classes, decoder="pil", crop=crop)
     by_folder = ImageFolderDataset(folder.root, decoder="pil", crop=crop)
@@ -86,7 +93,7 @@ def _tar_shards(data, root, per_shard):
     root.mkdir()
     for s in range(0, len(data), per_shard):
         with tarfile.open(root / f"shard-{s // per_shard:05d}.tar", "w") as tar:
-            for k, (image, label) in enumerate(data[s:s + per_shard]):
+            for k, (image, label) in enumerate(data[s : s + per_shard]):
                 for name, payload in ((f"{s + k:08d}.jpg", image), (f"{s + k:08d}.cls", str(label).encode())):
                     info = tarfile.TarInfo(name)
                     info.size = len(payload)

@@ -80,8 +80,7 @@ def test_a_concat_dataset_and_a_user_wrapper_draw_each_epoch_s_crops(photos):
             image, label = dataset[i]
             return {"image": image, "label": label, "name": f"s{i}"}
 
-    for wrapped, images_of in [(ConcatDataset([dataset, dataset]), lambda b: b[0]),
-                               (Wrapper(), lambda b: b["image"])]:
+    for wrapped, images_of in [(ConcatDataset([dataset, dataset]), lambda b: b[0]), (Wrapper(), lambda b: b["image"])]:
         loader = make_loader(wrapped, batch_size=3, shuffle=False, num_workers=0)
         for epoch in range(2):
             assert torch.equal(images_of(next(iter(loader))), _crops(dataset, [0, 1, 2], epoch))

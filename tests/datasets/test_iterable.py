@@ -73,8 +73,9 @@ def _write_shards(folder, sizes):
 
 
 @pytest.mark.parametrize("workers", [0, 2])
-def test_uneven_shards_give_every_rank_the_same_count_and_hold_back_different_records_each_epoch(uneven_shards,
-                                                                                                 workers):
+def test_uneven_shards_give_every_rank_the_same_count_and_hold_back_different_records_each_epoch(
+    uneven_shards, workers
+):
     total, held_by_epoch = sum(UNEVEN), []
     for epoch in range(2):
         seen = {}
@@ -100,8 +101,9 @@ def test_repeat_mode_fills_the_short_ranks_and_loses_nothing(uneven_shards):
         plan = ds.epoch_plan(2)
         seen[rank] = _iterate(ds, 2)
     everything = seen[0] + seen[1]
-    assert len(seen[0]) == len(seen[1]) and set(everything) == {f"{s}-{k}" for s, n in enumerate(UNEVEN)
-                                                               for k in range(n)}
+    assert len(seen[0]) == len(seen[1]) and set(everything) == {
+        f"{s}-{k}" for s, n in enumerate(UNEVEN) for k in range(n)
+    }
     assert len(everything) - len(set(everything)) == plan.repeated == 4 * 25 - sum(UNEVEN)
     assert plan.held_back == [] and "repeated" in str(plan)
     with pytest.raises(ValueError, match="balance"):
@@ -165,17 +167,27 @@ def test_ddp_over_uneven_shards_finishes_two_epochs_under_torchrun(uneven_shards
     """Without equal work per rank the rank with fewer batches leaves the epoch and the other waits in
     an all-reduce for ever: this run would hang until the timeout below."""
     child = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ddp_uneven_child.py")
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", child,
-               *uneven_shards]
-    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True)  # its own process group: a hang is killed whole
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        child,
+        *uneven_shards,
+    ]
+    run = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )  # its own process group: a hang is killed whole
     try:
         stdout, stderr = run.communicate(timeout=120)
     except subprocess.TimeoutExpired:
         os.killpg(run.pid, signal.SIGKILL)
         stdout, stderr = run.communicate()
-        pytest.fail(f"DDP over uneven shards hung for 120 s: a rank ran out of batches while the other waited in "
-                    f"an all-reduce.\n{stdout}{stderr}")
+        pytest.fail(
+            f"DDP over uneven shards hung for 120 s: a rank ran out of batches while the other waited in "
+            f"an all-reduce.\n{stdout}{stderr}"
+        )
     assert run.returncode == 0, stdout + stderr
     lines = [line for line in stdout.splitlines() if line.startswith("rank 0: ")]
     assert len(lines) == 1, stdout + stderr

@@ -87,8 +87,14 @@ class _TouchPaths(Dataset):
 def _worker_private_memory(paths, epochs=3, batch=20_000):
     """Private bytes of one forked worker before it touches any path, then after each epoch."""
     chunks = [list(range(s, min(s + batch, len(paths)))) for s in range(0, len(paths), batch)]
-    loader = DataLoader(_TouchPaths(paths), batch_sampler=[[-1]] + chunks + [[-1]], num_workers=1,
-                        collate_fn=default_collate, persistent_workers=True, multiprocessing_context="fork")
+    loader = DataLoader(
+        _TouchPaths(paths),
+        batch_sampler=[[-1]] + chunks + [[-1]],
+        num_workers=1,
+        collate_fn=default_collate,
+        persistent_workers=True,
+        multiprocessing_context="fork",
+    )
     before, after = None, []
     for _ in range(epochs):
         reports = [int(b[0]) for b in loader]
@@ -103,8 +109,10 @@ def test_worker_memory_python_list_grows_numpy_storage_does_not():
     list_before, list_after = _worker_private_memory(paths)
     table_before, table_after = _worker_private_memory(StringTable.from_strings(paths))
     mb = lambda b: round(b / 2**20, 1)  # noqa: E731
-    print(f"worker private MB, before and after each epoch: list {mb(list_before)} -> {list(map(mb, list_after))}, "
-          f"numpy {mb(table_before)} -> {list(map(mb, table_after))}")
+    print(
+        f"worker private MB, before and after each epoch: list {mb(list_before)} -> {list(map(mb, list_after))}, "
+        f"numpy {mb(table_before)} -> {list(map(mb, table_after))}"
+    )
     # Both workers allocate the same working memory; the list's worker also copies every str it touched.
     list_growth, table_growth = list_after[-1] - list_before, table_after[-1] - table_before
     assert list_growth - table_growth > 15 * 2**20
@@ -115,9 +123,11 @@ CROP = RandomResizedCrop(24, seed=11)
 
 
 def _crop_datasets(photos, encoded_pack, decoded_pack):
-    return {"folder": ImageFolderDataset(photos, "pil-reduced", crop=CROP),
-            "pack": PackedDataset(encoded_pack, "pil-reduced", crop=CROP),
-            "decoded pack": DecodedArrayDataset(decoded_pack, crop=CROP)}
+    return {
+        "folder": ImageFolderDataset(photos, "pil-reduced", crop=CROP),
+        "pack": PackedDataset(encoded_pack, "pil-reduced", crop=CROP),
+        "decoded pack": DecodedArrayDataset(decoded_pack, crop=CROP),
+    }
 
 
 def _expected_crop(ds, index, epoch):
@@ -148,8 +158,9 @@ def test_persistent_workers_draw_the_crops_a_single_process_draws(kind, photos, 
 
     def epochs(num_workers):
         sampler = EpochTagged(BlockShuffleSampler(len(ds), block_size=4, seed=2))
-        loader = DataLoader(ds, batch_size=5, sampler=sampler, num_workers=num_workers,
-                            persistent_workers=num_workers > 0)
+        loader = DataLoader(
+            ds, batch_size=5, sampler=sampler, num_workers=num_workers, persistent_workers=num_workers > 0
+        )
         return [torch.cat([images for images, _ in loader]) for _ in range(2)]
 
     single, workers = epochs(0), epochs(2)
@@ -189,4 +200,3 @@ def test_a_torchvision_transform_passed_as_crop_is_refused_with_where_it_goes(ph
 
     with pytest.raises(LabkitError, match="transform="):
         ImageFolderDataset(photos, crop=v2.RandomResizedCrop(24))
-

@@ -39,13 +39,12 @@ def test_encoded_pack_dataset_hands_out_the_file_bytes(photos, encoded_pack):
     assert torch.equal(decode_image(bytes(blob.numpy()), OUT, "pil"), PackedDataset(encoded_pack, "pil", OUT)[3][0])
 
 
-
 def test_a_broken_record_of_a_decoded_pack_is_named_from_a_batch(decoded_pack, tmp_path):
     copy = tmp_path / "copy.pack"
     data = bytearray(open(decoded_pack, "rb").read())
     reader = DecodedArrayDataset(decoded_pack).reader
     offset = int(reader.records["offset"][2])
-    data[offset:offset + 16] = bytes(16)  # sample 2's pixels no longer match its checksum
+    data[offset : offset + 16] = bytes(16)  # sample 2's pixels no longer match its checksum
     copy.write_bytes(bytes(data))
     ds = DecodedArrayDataset(str(copy))
     with pytest.raises(SampleError, match=r"sample 2 \("):

@@ -13,7 +13,9 @@ from labkit.datasets.sample_errors import SampleError, check_on_error
 def test_corrupt_sample_error_names_index_and_path(corrupt_photos):
     ds = ImageFolderDataset(corrupt_photos, "pil", OUT)
     corrupt, indices = corrupt_indices(ds, corrupt_photos)
-    with pytest.raises(SampleError, match=rf"sample {indices[0]} \(.*{os.path.basename(ds.sample_path(indices[0]))}") as e:
+    with pytest.raises(
+        SampleError, match=rf"sample {indices[0]} \(.*{os.path.basename(ds.sample_path(indices[0]))}"
+    ) as e:
         ds[indices[0]]
     assert e.value.index == indices[0] and e.value.path in corrupt
 
@@ -24,7 +26,6 @@ def test_error_surfaces_through_worker_with_its_type(corrupt_photos):
     loader = DataLoader(ds, batch_size=1, sampler=[indices[0]], num_workers=1)
     with pytest.raises(SampleError, match=f"sample {indices[0]}"):
         next(iter(loader))
-
 
 
 def test_an_unknown_on_error_is_refused_before_any_work():

@@ -83,8 +83,14 @@ def test_adjacent_broken_samples_are_reported_once_per_epoch_and_decoded_once(ad
 @pytest.mark.parametrize("decoder,persistent", [(d, False) for d in DECODER_NAMES] + [("pil", True)])
 def test_adjacent_broken_samples_with_two_workers_over_two_epochs(adjacent_broken, decoder, persistent):
     ds = ImageFolderDataset(adjacent_broken, decoder, OUT, on_error="skip")
-    loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2, persistent_workers=persistent,
-                        generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(
+        ds,
+        batch_size=4,
+        shuffle=True,
+        num_workers=2,
+        persistent_workers=persistent,
+        generator=torch.Generator().manual_seed(0),
+    )
     for epoch in range(2):
         mark = ds.skip_mark()
         assert sum(len(labels) for _, labels in loader) == len(ds)
@@ -129,7 +135,6 @@ def test_when_every_sample_is_broken_no_substitution_is_counted(tmp_path):
     with pytest.raises(SampleError, match="every one of the 3"):
         ds[0]
     assert _by_index(ds.skipped) == {0: 0, 1: 0, 2: 0}
-
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 97, 100, 256])

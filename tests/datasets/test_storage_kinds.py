@@ -11,8 +11,11 @@ from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PA
 
 
 def test_each_kind_opens_as_its_dataset_at_the_size_asked(photos, encoded_pack, decoded_pack):
-    opened = {FOLDER: open_images(FOLDER, photos, "pil", OUT), PACK: open_images(PACK, encoded_pack, "pil", OUT),
-              DECODED_PACK: open_images(DECODED_PACK, decoded_pack, size=OUT)}
+    opened = {
+        FOLDER: open_images(FOLDER, photos, "pil", OUT),
+        PACK: open_images(PACK, encoded_pack, "pil", OUT),
+        DECODED_PACK: open_images(DECODED_PACK, decoded_pack, size=OUT),
+    }
     assert isinstance(opened[FOLDER], ImageFolderDataset) and isinstance(opened[PACK], PackedDataset)
     assert isinstance(opened[DECODED_PACK], DecodedArrayDataset)
     for kind, dataset in opened.items():

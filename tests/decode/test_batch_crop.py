@@ -38,14 +38,23 @@ def _rotated(orientation: int) -> bytes:
     return _resave(_photo(), exif=exif, quality=90)
 
 
-JPEGS = [_photo(), _photo(160, 120, 1), _photo(641, 479, 2), _resave(_photo(), "L"),
-         _resave(_photo(), progressive=True), _resave(_photo(), subsampling=0)] + [_rotated(o) for o in range(2, 9)]
+JPEGS = [
+    _photo(),
+    _photo(160, 120, 1),
+    _photo(641, 479, 2),
+    _resave(_photo(), "L"),
+    _resave(_photo(), progressive=True),
+    _resave(_photo(), subsampling=0),
+] + [_rotated(o) for o in range(2, 9)]
 INDICES = np.arange(len(JPEGS)) * 5 + 2
 EPOCHS = np.arange(len(JPEGS)) % 3
 
 
-@pytest.mark.parametrize("crop", [RandomResizedCrop(64, seed=4), RandomResizedCrop((48, 80), seed=1, flip=1.0),
-                                  CenterCrop(64, resize=72), None], ids=["random", "flipped", "centre", "resize"])
+@pytest.mark.parametrize(
+    "crop",
+    [RandomResizedCrop(64, seed=4), RandomResizedCrop((48, 80), seed=1, flip=1.0), CenterCrop(64, resize=72), None],
+    ids=["random", "flipped", "centre", "resize"],
+)
 def test_each_row_is_the_per_sample_crop_of_the_same_box(crop):
     out = torch.zeros(len(JPEGS), 3, *(crop.output_hw if crop else (56, 72)), dtype=torch.uint8)
     rows = list(range(len(JPEGS)))[::-1]
@@ -59,20 +68,29 @@ def test_each_row_is_the_per_sample_crop_of_the_same_box(crop):
         if crop is None:
             want = decode_simplejpeg(data, (56, 72))
         else:
-            want = crop_simplejpeg(data, lambda h, w, k=k: crop.draw(h, w, int(INDICES[k]), int(EPOCHS[k])),
-                                   crop.output_hw)
+            want = crop_simplejpeg(
+                data, lambda h, w, k=k: crop.draw(h, w, int(INDICES[k]), int(EPOCHS[k])), crop.output_hw
+            )
         assert torch.equal(out[k], want), k
 
 
 def test_files_are_read_by_the_thread_and_what_it_cannot_do_is_left_to_the_caller(tmp_path):
     good = tmp_path / "good.jpg"
     good.write_bytes(_photo())
-    sources = [str(good), str(tmp_path / "missing.jpg"), _resave(_photo(), fmt="PNG"),
-               _resave(_photo(), "CMYK", quality=90), _photo()[:400], b"not an image at all", _photo(800, 600)]
+    sources = [
+        str(good),
+        str(tmp_path / "missing.jpg"),
+        _resave(_photo(), fmt="PNG"),
+        _resave(_photo(), "CMYK", quality=90),
+        _photo()[:400],
+        b"not an image at all",
+        _photo(800, 600),
+    ]
     crop = CenterCrop(32, resize=32)
     out = torch.zeros(len(sources), 3, 32, 32, dtype=torch.uint8)
-    left = crop_share_simplejpeg(range(len(sources)), sources, lambda share, hw: crop.draw_many(hw), out,
-                                 max_pixels=400 * 300)
+    left = crop_share_simplejpeg(
+        range(len(sources)), sources, lambda share, hw: crop.draw_many(hw), out, max_pixels=400 * 300
+    )
     assert sorted(left.handed_back) == [2, 3, 5]  # a PNG, a CMYK JPEG, not an image: the per-sample path names it
     assert sorted(left.failed) == [1, 4, 6]  # missing, cut short, over max_pixels
     assert torch.equal(out[0], crop_simplejpeg(_photo(), lambda h, w: crop.draw(h, w), (32, 32)))

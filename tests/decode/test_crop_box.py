@@ -2,7 +2,6 @@
 torchvision's algorithm applied to them box for box as the one-sample loop (`box_from_draws`, torchvision's own
 ten-try loop, which tests/decode/test_random_crop.py holds to torchvision's distribution and fallback) does."""
 
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -23,9 +22,12 @@ from labkit.decode.crop_box import (
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.integers(1, 3000), st.integers(1, 3000)), min_size=1, max_size=40),
-       st.integers(0, 2**40), st.sampled_from([DEFAULT_SCALE, (0.9, 1.0), (0.5, 0.6)]),
-       st.sampled_from([DEFAULT_RATIO, (1.0, 1.0), (0.2, 5.0)]))
+@given(
+    st.lists(st.tuples(st.integers(1, 3000), st.integers(1, 3000)), min_size=1, max_size=40),
+    st.integers(0, 2**40),
+    st.sampled_from([DEFAULT_SCALE, (0.9, 1.0), (0.5, 0.6)]),
+    st.sampled_from([DEFAULT_RATIO, (1.0, 1.0), (0.2, 5.0)]),
+)
 def test_a_batch_of_boxes_is_the_one_sample_loop_box_for_box(sizes, seed, scale, ratio):
     indices = np.arange(len(sizes)) * 7 + 3
     u = counter_uniforms(seed, 2, indices, CROP_DRAWS)
@@ -67,8 +69,11 @@ def test_whole_images_and_the_boxes_on_a_scaled_decode():
     edges = boxes.on_decoded(np.array([[300, 400], [3, 5]]))
     assert edges.tolist() == [[0, 0, 300, 400], [0, 0, 3, 5]]
     box = CropBox(7, 11, 100, 120, True, (600, 800))
-    assert box.scaled((75, 100)) == tuple(scaled_edges(np.array([[7, 11, 100, 120]]), np.array([[600, 800]]),
-                                                       np.array([[75, 100]]))[0].tolist()) == (1, 1, 13, 16)
+    assert (
+        box.scaled((75, 100))
+        == tuple(scaled_edges(np.array([[7, 11, 100, 120]]), np.array([[600, 800]]), np.array([[75, 100]]))[0].tolist())
+        == (1, 1, 13, 16)
+    )
 
 
 @settings(max_examples=200, deadline=None)

@@ -112,8 +112,11 @@ def test_decompression_bombs_are_refused_from_the_header(decoder):
 
 
 @pytest.mark.parametrize("decoder", ALL)
-@pytest.mark.parametrize("data", [b"", b"<!DOCTYPE html><html></html>", b"\xff\xd8\xff" + b"\0" * 50],
-                         ids=["empty", "html", "jpeg-magic-only"])
+@pytest.mark.parametrize(
+    "data",
+    [b"", b"<!DOCTYPE html><html></html>", b"\xff\xd8\xff" + b"\0" * 50],
+    ids=["empty", "html", "jpeg-magic-only"],
+)
 def test_garbage_raises_decode_error(decoder, data):
     with pytest.raises(DecodeError, match=f"{len(data)} bytes") as e:
         decode_image(data, 32, decoder)
@@ -125,8 +128,11 @@ _RUN_TO_RUN_NOISE = re.compile(r"0x[0-9a-fA-F]{6,}|\.(cpp|cu|h):\d+")
 
 @pytest.mark.parametrize("decoder", ALL)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(head=st.sampled_from([b"", b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"GIF89a", b"RIFF\0\0\0\0WEBP", b"BM"]),
-       cut=st.floats(0.0, 1.0), junk=st.binary(max_size=64))
+@given(
+    head=st.sampled_from([b"", b"\xff\xd8\xff\xe0", b"\x89PNG\r\n\x1a\n", b"GIF89a", b"RIFF\0\0\0\0WEBP", b"BM"]),
+    cut=st.floats(0.0, 1.0),
+    junk=st.binary(max_size=64),
+)
 def test_every_decode_error_says_what_the_bytes_are_and_nothing_that_changes_between_runs(decoder, head, cut, junk):
     """Real files cut short, or a format's magic number followed by junk: the message gives the size and
     the first bytes, and no object address or C++ source location (noise that differs run to run)."""

@@ -30,8 +30,13 @@ def _jpeg(orientation=None, extra_tags=0) -> bytes:
 
 def _big_endian(orientation: int) -> bytes:
     """A JPEG whose EXIF is Motorola order (``MM``), as many cameras write it."""
-    tiff = b"MM\x00*" + struct.pack(">I", 8) + struct.pack(">H", 1) + struct.pack(">HHIHH", EXIF_ORIENTATION, 3, 1,
-                                                                                  orientation, 0) + b"\0" * 4
+    tiff = (
+        b"MM\x00*"
+        + struct.pack(">I", 8)
+        + struct.pack(">H", 1)
+        + struct.pack(">HHIHH", EXIF_ORIENTATION, 3, 1, orientation, 0)
+        + b"\0" * 4
+    )
     app1 = b"Exif\x00\x00" + tiff
     plain = _jpeg()
     return plain[:2] + b"\xff\xe1" + struct.pack(">H", len(app1) + 2) + app1 + plain[2:]

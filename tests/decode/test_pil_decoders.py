@@ -49,14 +49,22 @@ def _fails(call) -> bool:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(kind=st.sampled_from(["JPEG", "grey JPEG", "PNG"]), cut=st.floats(0.0, 1.0),
-       flips=st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(1, 255)), max_size=4))
+@given(
+    kind=st.sampled_from(["JPEG", "grey JPEG", "PNG"]),
+    cut=st.floats(0.0, 1.0),
+    flips=st.lists(st.tuples(st.floats(0.0, 1.0), st.integers(1, 255)), max_size=4),
+)
 def test_the_packing_check_fails_exactly_when_a_full_decode_fails(kind, cut, flips):
     """`check_decodable` decodes a JPEG at 1/8 scale to save time: a file cut short or with bytes
     changed must fail it exactly when it fails the full decode."""
-    photo = _photo(96, 64) if kind == "JPEG" else _encode(
-        Image.open(io.BytesIO(_photo(96, 64))).convert("L") if kind == "grey JPEG" else Image.new("RGB", (96, 64)),
-        "JPEG" if kind == "grey JPEG" else "PNG")
+    photo = (
+        _photo(96, 64)
+        if kind == "JPEG"
+        else _encode(
+            Image.open(io.BytesIO(_photo(96, 64))).convert("L") if kind == "grey JPEG" else Image.new("RGB", (96, 64)),
+            "JPEG" if kind == "grey JPEG" else "PNG",
+        )
+    )
     data = bytearray(photo[: max(1, int(len(photo) * cut))])
     for where, xor in flips:
         data[min(int(where * len(data)), len(data) - 1)] ^= xor

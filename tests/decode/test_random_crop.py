@@ -77,8 +77,9 @@ def test_the_distribution_check_tells_a_different_scale_or_ratio_range_apart():
 def test_an_image_too_narrow_for_any_ratio_falls_back_to_torchvisions_central_crop():
     box = RandomResizedCrop(8, scale=(0.9, 1.0)).draw(1000, 10, 0)  # no box of 90 % of the area fits
     torch.manual_seed(0)
-    assert (box.top, box.left, box.height, box.width) == TorchvisionCrop.get_params(torch.empty(3, 1000, 10),
-                                                                                      [0.9, 1.0], [3 / 4, 4 / 3])
+    assert (box.top, box.left, box.height, box.width) == TorchvisionCrop.get_params(
+        torch.empty(3, 1000, 10), [0.9, 1.0], [3 / 4, 4 / 3]
+    )
 
 
 def test_each_sample_draws_from_its_own_seed_so_order_and_workers_do_not_matter():
@@ -149,8 +150,9 @@ def test_rotated_photos_are_cropped_as_shown(decoder):
         box = crop.draw(800, 600, index)
         assert box.image_hw == (800, 600)
         reference = crop_resize_flip(decode_image(data, None, "pil"), box, (112, 96))
-        assert psnr(crop.decode(data, index, decoder=decoder), reference) >= CROP_TOLERANCE_DB.get(decoder,
-                                                                                                  PIXEL_TOLERANCE_DB)
+        assert psnr(crop.decode(data, index, decoder=decoder), reference) >= CROP_TOLERANCE_DB.get(
+            decoder, PIXEL_TOLERANCE_DB
+        )
 
 
 @pytest.mark.parametrize("decoder", CROPPERS)
@@ -162,8 +164,9 @@ def test_a_png_goes_through_the_same_box_without_scaling(decoder):
     assert psnr(ours, crop_resize_flip(decode_image(buf.getvalue(), None, "pil"), box, (64, 64))) >= 40
 
 
-@pytest.mark.parametrize("bad", [dict(size=None), dict(scale=(0.5, 0.1)), dict(scale=(0, 1)), dict(ratio=(2, 1)),
-                                 dict(flip=1.5)])
+@pytest.mark.parametrize(
+    "bad", [dict(size=None), dict(scale=(0.5, 0.1)), dict(scale=(0, 1)), dict(ratio=(2, 1)), dict(flip=1.5)]
+)
 def test_bad_settings_are_refused_with_what_is_allowed(bad):
     with pytest.raises(LabkitError):
         RandomResizedCrop(**bad)

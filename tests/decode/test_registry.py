@@ -15,7 +15,9 @@ def test_each_record_is_filed_under_its_name_and_simplejpeg_is_one():
 
 def test_the_preferred_decoder_is_the_first_installed_of_the_preference(monkeypatch):
     assert preferred_decoder() == ("turbojpeg" if "turbojpeg" in DECODERS else "simplejpeg")
-    monkeypatch.setattr(registry, "DECODERS", {k: v for k, v in DECODERS.items() if k not in ("simplejpeg", "turbojpeg")})
+    monkeypatch.setattr(
+        registry, "DECODERS", {k: v for k, v in DECODERS.items() if k not in ("simplejpeg", "turbojpeg")}
+    )
     assert preferred_decoder() == "pil-reduced"
 
 
@@ -41,7 +43,7 @@ def test_an_unknown_name_lists_the_known_ones():
 
 def test_the_table_has_a_line_per_installed_decoder():
     lines = decoder_table().splitlines()
-    assert [line.split()[0] for line in lines[:len(DECODERS)]] == list(DECODERS)
+    assert [line.split()[0] for line in lines[: len(DECODERS)]] == list(DECODERS)
     assert "simplejpeg (libjpeg-turbo 3) + torch resize; DCT-scaled, crops in the decode" in decoder_table()
 
 
@@ -51,6 +53,7 @@ def test_only_torchcodec_comes_from_an_optional_extra():
 
 def test_no_decode_is_not_a_decoder_name():
     from labkit.decode.registry import NO_DECODE
+
     assert NO_DECODE not in registry.DECODERS
     with pytest.raises(LabkitError):
         registry.get_decoder(NO_DECODE)

@@ -61,8 +61,14 @@ def _torchvision_resize(image, hw):
 
 
 @settings(max_examples=60, deadline=None)
-@given(h=st.integers(1, 300), w=st.integers(1, 300), oh=st.integers(1, 200), ow=st.integers(1, 200),
-       channels_last=st.booleans(), seed=st.integers(0, 2**16))
+@given(
+    h=st.integers(1, 300),
+    w=st.integers(1, 300),
+    oh=st.integers(1, 200),
+    ow=st.integers(1, 200),
+    channels_last=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
 def test_resize_is_torchvisions_bit_for_bit_stride_for_stride(h, w, oh, ow, channels_last, seed):
     assume((oh, ow) != (1, 1))  # torchvision fails there; the next test covers it
     pixels = torch.randint(0, 256, (h, w, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(seed))

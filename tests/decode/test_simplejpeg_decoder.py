@@ -67,8 +67,9 @@ def test_a_resized_decode_matches_pil_reduced_within_the_stated_psnr(kind):
 def test_it_decodes_at_the_power_of_two_scale_the_output_allows(monkeypatch):
     scales = []
     real = simplejpeg_decoder.decode_scaled
-    monkeypatch.setattr(simplejpeg_decoder, "decode_scaled",
-                        lambda data, h, w, s: scales.append(s) or real(data, h, w, s))
+    monkeypatch.setattr(
+        simplejpeg_decoder, "decode_scaled", lambda data, h, w, s: scales.append(s) or real(data, h, w, s)
+    )
     data = _photo(800, 600)
     for size in [(256, 256), (150, 200), (75, 100), (74, 99), (600, 800), (700, 900)]:
         decode_simplejpeg(data, size)
@@ -80,8 +81,9 @@ def test_it_decodes_at_the_power_of_two_scale_the_output_allows(monkeypatch):
 def test_a_rotated_photo_is_scaled_by_its_displayed_size(monkeypatch):
     scales = []
     real = simplejpeg_decoder.decode_scaled
-    monkeypatch.setattr(simplejpeg_decoder, "decode_scaled",
-                        lambda data, h, w, s: scales.append(s) or real(data, h, w, s))
+    monkeypatch.setattr(
+        simplejpeg_decoder, "decode_scaled", lambda data, h, w, s: scales.append(s) or real(data, h, w, s)
+    )
     data = _rotated(6)  # stored 400x300, shown 300 wide and 400 high
     assert decode_simplejpeg(data, (200, 150)).shape == (3, 200, 150)
     assert scales == [2]
@@ -98,14 +100,15 @@ def test_what_simplejpeg_does_not_read_goes_to_pillow(kind, monkeypatch):
         data = buf.getvalue()
     assert torch.equal(decode_simplejpeg(data, (64, 64)), decode_image(data, (64, 64), "pil-reduced"))
     box = CropBox(10, 20, 200, 250, True, (300, 400))
-    assert torch.equal(crop_simplejpeg(data, lambda h, w: box, (64, 64)),
-                       crop_pil_reduced(data, lambda h, w: box, (64, 64)))
+    assert torch.equal(
+        crop_simplejpeg(data, lambda h, w: box, (64, 64)), crop_pil_reduced(data, lambda h, w: box, (64, 64))
+    )
 
 
 def test_a_cut_short_jpeg_is_a_decode_error_naming_its_bytes():
     data = _photo()
     with pytest.raises(DecodeError, match=rf"cannot decode JPEG \({len(data) // 2} bytes starting"):
-        decode_simplejpeg(data[:len(data) // 2], 64)
+        decode_simplejpeg(data[: len(data) // 2], 64)
 
 
 def test_a_header_over_max_pixels_is_refused_before_decoding():

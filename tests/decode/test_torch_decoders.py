@@ -44,9 +44,11 @@ _RUN_TO_RUN_NOISE = re.compile(r"0x[0-9a-fA-F]{6,}|\.(cpp|cu|h):\d+")
 def test_only_the_torchvision_decoder_imports_torchvision():
     # A worker that starts fresh imports what unpickling its dataset needs: Pillow's decoders must not cost it
     # torchvision's import.
-    code = ("import sys; from labkit.datasets.pack_datasets import PackedDataset;"
-            "from labkit.decode.registry import get_decoder; get_decoder('pil-reduced');"
-            "print('torchvision' in sys.modules); get_decoder('torchvision'); print('torchvision' in sys.modules)")
+    code = (
+        "import sys; from labkit.datasets.pack_datasets import PackedDataset;"
+        "from labkit.decode.registry import get_decoder; get_decoder('pil-reduced');"
+        "print('torchvision' in sys.modules); get_decoder('torchvision'); print('torchvision' in sys.modules)"
+    )
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root).stdout
     assert out.split() == ["False", "True"]

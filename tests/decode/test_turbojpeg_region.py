@@ -20,7 +20,8 @@ from labkit.decode.simplejpeg_decoder import crop_simplejpeg
 needs_library = pytest.mark.skipif(
     not turbojpeg_region.available(),
     reason=f"no libturbojpeg with the TurboJPEG 3 API here (Debian 12 ships libjpeg-turbo 2.1.5; no properly licensed "
-           f"wheel on PyPI bundles 3.x): set {turbojpeg_region.LIBRARY_ENV}=/path/to/libturbojpeg.so.0 to run these")
+    f"wheel on PyPI bundles 3.x): set {turbojpeg_region.LIBRARY_ENV}=/path/to/libturbojpeg.so.0 to run these",
+)
 
 
 def _photo(width=800, height=600, index=0, **save) -> bytes:
@@ -53,20 +54,31 @@ def test_the_region_gives_simplejpegs_bytes_for_every_box(kind):
     data = _photo(**kind)
     crop = RandomResizedCrop(224, seed=4)
     for index in range(12):
+
         def draw(h, w, index=index):
             return crop.draw(h, w, index)
-        assert torch.equal(turbojpeg_region.crop_turbojpeg(data, draw, (224, 224)),
-                           crop_simplejpeg(data, draw, (224, 224))), index
+
+        assert torch.equal(
+            turbojpeg_region.crop_turbojpeg(data, draw, (224, 224)), crop_simplejpeg(data, draw, (224, 224))
+        ), index
 
 
 @needs_library
-@pytest.mark.parametrize("box", [CropBox(0, 0, 600, 800, False, (600, 800)), CropBox(592, 790, 8, 10, True, (600, 800)),
-                                 CropBox(300, 3, 250, 37, False, (600, 800)), CropBox(17, 401, 580, 399, True, (600, 800))])
+@pytest.mark.parametrize(
+    "box",
+    [
+        CropBox(0, 0, 600, 800, False, (600, 800)),
+        CropBox(592, 790, 8, 10, True, (600, 800)),
+        CropBox(300, 3, 250, 37, False, (600, 800)),
+        CropBox(17, 401, 580, 399, True, (600, 800)),
+    ],
+)
 def test_boxes_at_the_edges_and_every_scale(box):
     data = _photo()
     for out in [(224, 224), (64, 64), (8, 8)]:
-        assert torch.equal(turbojpeg_region.crop_turbojpeg(data, lambda h, w: box, out),
-                           crop_simplejpeg(data, lambda h, w: box, out))
+        assert torch.equal(
+            turbojpeg_region.crop_turbojpeg(data, lambda h, w: box, out), crop_simplejpeg(data, lambda h, w: box, out)
+        )
 
 
 @needs_library
@@ -89,7 +101,7 @@ def test_a_cut_short_jpeg_and_a_bomb_are_refused():
     data = _photo()
     box = CropBox(0, 0, 500, 500, False, (600, 800))
     with pytest.raises(DecodeError, match="cannot decode JPEG"):
-        turbojpeg_region.crop_turbojpeg(data[:len(data) // 2], lambda h, w: box, (224, 224))
+        turbojpeg_region.crop_turbojpeg(data[: len(data) // 2], lambda h, w: box, (224, 224))
     with pytest.raises(DecompressionBombError, match="over the limit of 1,000"):
         turbojpeg_region.crop_turbojpeg(data, lambda h, w: box, (224, 224), max_pixels=1000)
 
@@ -101,8 +113,13 @@ def test_threads_decode_with_a_handle_each():
     data = _photo()
     crop = RandomResizedCrop(96, seed=1)
     with ThreadPoolExecutor(4) as pool:
-        ours = list(pool.map(lambda i: turbojpeg_region.crop_turbojpeg(data, lambda h, w: crop.draw(h, w, i), (96, 96)),
-                             range(16)))
-    assert all(torch.equal(o, crop_simplejpeg(data, lambda h, w, i=i: crop.draw(h, w, i), (96, 96)))
-               for i, o in enumerate(ours))
+        ours = list(
+            pool.map(
+                lambda i: turbojpeg_region.crop_turbojpeg(data, lambda h, w: crop.draw(h, w, i), (96, 96)), range(16)
+            )
+        )
+    assert all(
+        torch.equal(o, crop_simplejpeg(data, lambda h, w, i=i: crop.draw(h, w, i), (96, 96)))
+        for i, o in enumerate(ours)
+    )
     assert np.mean([o.float().mean() for o in ours]) > 0

@@ -16,8 +16,9 @@ from labkit.workers.loader_factory import make_loader
 
 
 def _loader(encoded_pack, batch_size=4):
-    return make_loader(EncodedPackDataset(encoded_pack), batch_size=batch_size, shuffle=False, num_workers=0,
-                       collate_fn=list_collate)
+    return make_loader(
+        EncodedPackDataset(encoded_pack), batch_size=batch_size, shuffle=False, num_workers=0, collate_fn=list_collate
+    )
 
 
 def test_without_the_device_the_decoder_says_what_it_needs(encoded_pack, monkeypatch):

@@ -13,8 +13,10 @@ from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher
 
 def _batches(n=4, batch=6):
     g = torch.Generator().manual_seed(0)
-    return [(torch.randint(0, 256, (batch, 3, 8, 8), dtype=torch.uint8, generator=g), torch.arange(batch) % 3)
-            for _ in range(n)]
+    return [
+        (torch.randint(0, 256, (batch, 3, 8, 8), dtype=torch.uint8, generator=g), torch.arange(batch) % 3)
+        for _ in range(n)
+    ]
 
 
 def test_normalize_uint8_matches_totensor_then_normalize():
@@ -138,8 +140,9 @@ def test_prefetcher_folds_mixup_into_normalisation_with_the_same_draws(monkeypat
     for (raw, labels), (images, soft) in zip(batches, fused):
         ref_images, ref_soft = unfused(normalize_uint8(raw), labels)
         assert torch.allclose(images, ref_images, atol=1e-5) and torch.allclose(soft, ref_soft)
-    assert any(not torch.allclose(images, normalize_uint8(raw), atol=1e-3)
-               for (raw, _), (images, _) in zip(batches, fused))
+    assert any(
+        not torch.allclose(images, normalize_uint8(raw), atol=1e-3) for (raw, _), (images, _) in zip(batches, fused)
+    )
 
 
 def test_prefetcher_keeps_mixup_unfused_for_float_batches():
@@ -170,8 +173,7 @@ def test_normalising_a_float_batch_leaves_the_batch_as_it_was():
 def test_the_prefetcher_s_state_is_the_loader_s_and_the_mix_s_as_of_the_batch_handed_out():
     from labkit.workers.loader_factory import make_loader
 
-    data = torch.utils.data.TensorDataset(torch.randint(0, 255, (24, 3, 4, 4), dtype=torch.uint8),
-                                          torch.arange(24) % 3)
+    data = torch.utils.data.TensorDataset(torch.randint(0, 255, (24, 3, 4, 4), dtype=torch.uint8), torch.arange(24) % 3)
     first = DevicePrefetcher(make_loader(data, batch_size=4, num_workers=0, seed=1), "cpu", mix=MixUp(3, seed=2))
     batches = iter(first)
     for _ in range(2):
@@ -204,7 +206,9 @@ def _uint8_loader(batches=2, size=8, classes=3):
 
     from labkit.workers.loader_factory import make_loader
 
-    images = torch.randint(0, 256, (batches * 4, 3, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    images = torch.randint(
+        0, 256, (batches * 4, 3, size, size), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
+    )
     labels = torch.arange(batches * 4) % classes
     return make_loader(TensorDataset(images, labels), batch_size=4, shuffle=False, num_workers=0)
 
@@ -218,11 +222,17 @@ def test_the_prefetcher_passes_the_loader_s_attributes_through():
 
 def test_torchvision_v2_transforms_run_on_the_uint8_batch_through_the_hook():
     loader = _uint8_loader()
-    flipped = [x for x, _ in DevicePrefetcher(loader, device="cpu", normalize=None, transform=v2.RandomHorizontalFlip(p=1))]
+    flipped = [
+        x for x, _ in DevicePrefetcher(loader, device="cpu", normalize=None, transform=v2.RandomHorizontalFlip(p=1))
+    ]
     plain = [x for x, _ in DevicePrefetcher(loader, device="cpu", normalize=None)]
     assert all(torch.equal(f, p.flip(-1)) for f, p in zip(flipped, plain))
-    augmented = [x for x, _ in DevicePrefetcher(loader, device="cpu", transform=v2.Compose([v2.RandAugment(),
-                                                                                           v2.ColorJitter(0.2)]))]
+    augmented = [
+        x
+        for x, _ in DevicePrefetcher(
+            loader, device="cpu", transform=v2.Compose([v2.RandAugment(), v2.ColorJitter(0.2)])
+        )
+    ]
     assert all(x.dtype == torch.float32 and x.shape == (4, 3, 8, 8) for x in augmented)
 
 

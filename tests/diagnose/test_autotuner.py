@@ -19,14 +19,19 @@ class CostModel:
 
     def __call__(self, config: LoaderConfig):
         self.calls.append(config)
-        rate = self.RATE[config.decoder] * min(config.num_workers, self.cores) * (1.03 if config.prefetch_factor == 4 else 1.0)
+        rate = (
+            self.RATE[config.decoder]
+            * min(config.num_workers, self.cores)
+            * (1.03 if config.prefetch_factor == 4 else 1.0)
+        )
         return rate, 400 * MB * (config.num_workers + 1)
 
 
 def test_picks_the_fastest_within_budget_and_stops_adding_workers_when_it_stops_paying():
     model = CostModel(cores=4)
-    result = search(model, ["pil", "torchvision"], max_workers=8, budget=Budget(64 * 2**30, 8 * 2**30),
-                    batch_bytes=BATCH)
+    result = search(
+        model, ["pil", "torchvision"], max_workers=8, budget=Budget(64 * 2**30, 8 * 2**30), batch_bytes=BATCH
+    )
     assert result.best == LoaderConfig("torchvision", 4, 4)
     assert max(c.num_workers for c in model.calls if c.decoder == "pil") == 5  # the 5th worker gained nothing: stop
     assert "decision: decoder=torchvision, num_workers=4, prefetch_factor=4" in str(result)
@@ -56,8 +61,9 @@ def test_nothing_fits_is_a_clear_error():
 
 @pytest.mark.timeout(60)
 def test_real_search_on_a_small_pack(encoded_pack, decoded_pack):
-    result = autotune(encoded_pack, decoded_pack, batch_size=8, size=32, max_workers=2, batches=2, runs=1,
-                      decoders=["pil-reduced"])
+    result = autotune(
+        encoded_pack, decoded_pack, batch_size=8, size=32, max_workers=2, batches=2, runs=1, decoders=["pil-reduced"]
+    )
     assert result.best.decoder in ("pil-reduced", NO_DECODE) and result.best_images_per_s > 0
     assert all(t.peak_memory > 0 for t in result.trials if t.decision != "skipped")
     assert result.memory_measure == tree_memory_measure() and f"peak {result.memory_measure} MiB" in str(result)
@@ -83,19 +89,30 @@ def test_a_configuration_is_the_make_loader_call_it_names(encoded_pack):
     loader = make_loader(ds, **config.loader_kwargs(len(ds), 8))
     assert (loader.num_workers, loader.prefetch_factor, loader.batch_size) == (0, 3, 8)
     assert isinstance(loader.sampler, BlockShuffleSampler) and len(next(iter(loader))[0]) == 8
-    assert config.make_loader_call("ds", 8) == ("make_loader(ds, batch_size=8, num_workers=0, prefetch_factor=3, "
-                                               "sampler=BlockShuffleSampler.for_batches(len(ds), 8))")
+    assert config.make_loader_call("ds", 8) == (
+        "make_loader(ds, batch_size=8, num_workers=0, prefetch_factor=3, "
+        "sampler=BlockShuffleSampler.for_batches(len(ds), 8))"
+    )
 
 
 def test_threads_in_the_main_process_are_tried_for_the_decoders_that_release_the_gil_and_can_win():
     def model(config):  # no worker start-up, no batch crossing processes: the threads win here
         return (500.0 if config.num_workers == 0 else 200.0 * min(config.num_workers, 2)), 100 * MB
 
-    result = search(model, ["pil", "simplejpeg"], max_workers=4, budget=Budget(2**34, 2**34), batch_bytes=BATCH,
-                    threaded=["simplejpeg"])
+    result = search(
+        model,
+        ["pil", "simplejpeg"],
+        max_workers=4,
+        budget=Budget(2**34, 2**34),
+        batch_bytes=BATCH,
+        threaded=["simplejpeg"],
+    )
     assert result.best == LoaderConfig("simplejpeg", 0, 2)
     assert min(t.config.num_workers for t in result.trials if t.config.decoder == "pil") == 1
-    assert "no worker processes (the main process decodes with a thread per core" in str(result) and "  threads  " not in str(result).splitlines()[0]
+    assert (
+        "no worker processes (the main process decodes with a thread per core" in str(result)
+        and "  threads  " not in str(result).splitlines()[0]
+    )
 
 
 def test_without_decoding_the_main_process_alone_is_tried_and_can_win():
@@ -125,8 +142,9 @@ def test_batch_layout_is_tried_on_the_winner_and_kept_only_if_faster():
             calls.append(config)
             return (block_rate if config.sampler == "block" else 200.0) * min(config.num_workers, 1), 100 * MB
 
-        result = search(model, ["pil"], max_workers=3, budget=Budget(2**34, 2**34), batch_bytes=BATCH,
-                        samplers=["block"])
+        result = search(
+            model, ["pil"], max_workers=3, budget=Budget(2**34, 2**34), batch_bytes=BATCH, samplers=["block"]
+        )
         assert result.best.sampler == expected
         blocks = [c for c in calls if c.sampler == "block"]
         assert len(blocks) == 1 and blocks[0].num_workers == 1  # only on the winner (1 worker: a 2nd gained nothing)

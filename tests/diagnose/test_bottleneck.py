@@ -1,6 +1,5 @@
 """The bottleneck explainer, the slow-sample finder and the worker timeline."""
 
-
 import matplotlib
 import pytest
 import torch
@@ -65,8 +64,15 @@ def test_decode_advice_names_only_decoders_it_does_not_use_and_that_measured_fas
     slower_alternatives = {"pil": 0.05, "pil-reduced": 0.02, "torchvision": 0.03}
     advice = advise("decode", ds, stack_uint8, _uint8_batch(), workers=2, cpus=2, decoder_s=slower_alternatives)
     assert "decoder=" not in advice and "decoded pack" in advice and "more workers" not in advice
-    advice = advise("decode", ds, stack_uint8, _uint8_batch(), workers=2, cpus=2,
-                    decoder_s={**slower_alternatives, "torchvision": 0.01})
+    advice = advise(
+        "decode",
+        ds,
+        stack_uint8,
+        _uint8_batch(),
+        workers=2,
+        cpus=2,
+        decoder_s={**slower_alternatives, "torchvision": 0.01},
+    )
     assert "decoder='torchvision' (10 ms" in advice and "instead of 'pil-reduced' (20 ms)" in advice
     assert "'pil'" not in advice
     advice = advise("decode", DecodedArrayDataset(decoded_pack), stack_uint8, _uint8_batch(), workers=1, cpus=2)
@@ -88,8 +94,15 @@ def test_advice_for_other_stages_follows_what_the_dataset_already_does(photos, e
 
 def test_a_decoder_within_timing_noise_of_the_one_in_use_is_not_advised(photos):
     ds = ImageFolderDataset(photos, "pil-reduced", OUT)
-    advice = advise("decode", ds, stack_uint8, _uint8_batch(), workers=2, cpus=2,
-                    decoder_s={"pil": 0.05, "pil-reduced": 0.02, "torchvision": 0.019})
+    advice = advise(
+        "decode",
+        ds,
+        stack_uint8,
+        _uint8_batch(),
+        workers=2,
+        cpus=2,
+        decoder_s={"pil": 0.05, "pil-reduced": 0.02, "torchvision": 0.019},
+    )
     assert "decoder=" not in advice
 
 
@@ -122,8 +135,11 @@ def test_explainer_never_advises_the_decoder_in_use(large_photos, decoder):
 
 def test_timeline_counts_a_worker_busy_only_while_the_loop_ran():
     # worker 0 fetched for 2 s of a 2 s run; worker 1's second fetch ran on 3 s past the last batch received
-    fetches = [{"worker": 0, "start": 10.0, "end": 12.0}, {"worker": 1, "start": 10.0, "end": 11.0},
-               {"worker": 1, "start": 11.5, "end": 15.0}]
+    fetches = [
+        {"worker": 0, "start": 10.0, "end": 12.0},
+        {"worker": 1, "start": 10.0, "end": 11.0},
+        {"worker": 1, "start": 11.5, "end": 15.0},
+    ]
     timeline = Timeline(fetches, received=[11.0, 12.0], start=10.0)
     assert timeline.span == 2.0
     assert timeline.busy_share(0) == 1.0 and timeline.busy_share(1) == 0.75

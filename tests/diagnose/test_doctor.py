@@ -86,8 +86,9 @@ def _thread_settings(_):
 
 def test_limit_worker_threads_in_real_workers(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
-    loader = DataLoader(range(4), batch_size=None, num_workers=2, worker_init_fn=limit_worker_threads,
-                        collate_fn=_thread_settings)
+    loader = DataLoader(
+        range(4), batch_size=None, num_workers=2, worker_init_fn=limit_worker_threads, collate_fn=_thread_settings
+    )
     assert set(loader) == {(1, "1")}
     assert "OMP_NUM_THREADS" not in os.environ  # the main process is left alone
 
@@ -138,6 +139,9 @@ def test_the_doctor_lists_the_decoders_installed(capsys):
 
 def test_decode_threads_are_counted_across_the_ranks_of_a_node():
     fits = check_decode_threads(LoaderPlan(num_workers=7, ranks_per_node=8), cpus=64)
-    assert fits.level == "ok" and "1 decoding thread in each of 7 workers of each of 8 ranks: 56 on 64 CPUs" in fits.message
+    assert (
+        fits.level == "ok"
+        and "1 decoding thread in each of 7 workers of each of 8 ranks: 56 on 64 CPUs" in fits.message
+    )
     over = check_decode_threads(LoaderPlan(num_workers=7, ranks_per_node=8, decode_threads=8), cpus=64)
     assert over.level == "warn" and "448 on 64 CPUs" in over.message and "decode_threads=1" in over.fix

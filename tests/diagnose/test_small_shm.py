@@ -1,9 +1,9 @@
 """A too-small /dev/shm, reproduced: what torch reports, that the doctor predicted it, and that its fix works.
 
-The loaders run in a child process (``python -m labkit.diagnose.small_shm``, the lab's own script) with a
-private 16 MiB /dev/shm (`labkit.diagnose.small_shm.private_shm`), like a container started without ``--shm-size``. Where the OS
-does not allow that, those tests skip with the reason and the doctor's estimate is still
-tested on the same plans with a synthetic 16 MiB /dev/shm.
+The loaders run in a child process (``python -m labkit.diagnose.small_shm``, the lab's own script) with a private 16 MiB
+/dev/shm (`labkit.diagnose.small_shm.private_shm`), like a container started without ``--shm-size``. Where the OS does
+not allow that, those tests skip with the reason and the doctor's estimate is still tested on the same plans with a
+synthetic 16 MiB /dev/shm.
 """
 
 import json

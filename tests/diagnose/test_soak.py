@@ -42,8 +42,13 @@ def _note_start(log, worker_id):
 
 def test_a_sound_loader_neither_grows_nor_leaks_over_epochs(encoded_pack):
     starts = SharedLog("labkit-test-soak-")
-    report = run_soak(PackedDataset(encoded_pack, size=32), epochs=4, batch_size=4, num_workers=2,
-                      worker_init_fn=functools.partial(_note_start, starts))
+    report = run_soak(
+        PackedDataset(encoded_pack, size=32),
+        epochs=4,
+        batch_size=4,
+        num_workers=2,
+        worker_init_fn=functools.partial(_note_start, starts),
+    )
     assert sorted(r["worker"] for r in starts.records()) == [0, 1]  # the caller's init ran, once per worker
     assert report.problems() == [], report.summary()
     assert [e.epoch for e in report.epochs] == [1, 2, 3, 4]
@@ -53,8 +58,9 @@ def test_a_sound_loader_neither_grows_nor_leaks_over_epochs(encoded_pack):
     assert all(0 < e.uss[role] <= e.rss[role] for e in readings for role in report.pids)
     if LINUX:
         assert report.leak_measure == "unique_anonymous" and report.unavailable() == []
-        assert all(0 < e.unique_anonymous[role] <= e.anonymous[role] <= e.rss[role]
-                   for e in readings for role in report.pids)
+        assert all(
+            0 < e.unique_anonymous[role] <= e.anonymous[role] <= e.rss[role] for e in readings for role in report.pids
+        )
     assert report.fds_after <= report.fds_before  # fewer only if an earlier test's queue closed a pipe meanwhile
     assert not any(running(pid) for role, pid in report.pids.items() if role != MAIN)
 
@@ -86,8 +92,9 @@ def test_a_leaking_loader_is_caught_and_each_leak_named(encoded_pack):
             segments[0].close()
 
     try:
-        report = run_soak(LeaksInWorkers(PackedDataset(encoded_pack, size=32)), epochs=3, batch_size=4,
-                          num_workers=2, step=leaky_step)
+        report = run_soak(
+            LeaksInWorkers(PackedDataset(encoded_pack, size=32)), epochs=3, batch_size=4, num_workers=2, step=leaky_step
+        )
     finally:
         for f in files:
             f.close()
@@ -119,8 +126,11 @@ class FramePathsAsPythonLists(Dataset):
         return sum(len(path) for path in self.frames[index])
 
 
-LINUX_ONLY = pytest.mark.skipif(not LINUX, reason="fork workers and the kinds of pages (unique anonymous, "
-                                                  "file-backed) are Linux's; elsewhere workers are spawned")
+LINUX_ONLY = pytest.mark.skipif(
+    not LINUX,
+    reason="fork workers and the kinds of pages (unique anonymous, "
+    "file-backed) are Linux's; elsewhere workers are spawned",
+)
 
 
 @LINUX_ONLY
@@ -142,8 +152,10 @@ PADDING = 1 << 20  # bytes of metadata per photo
 def _with_metadata(jpeg: bytes, size: int) -> bytes:
     """The same JPEG carrying ``size`` bytes of application data (as cameras add EXIF, maker notes, previews)."""
     chunk = 65533  # the most one segment holds
-    segments = b"".join(b"\xff\xef" + (min(chunk, size - at) + 2).to_bytes(2, "big") + b"\0" * min(chunk, size - at)
-                        for at in range(0, size, chunk))
+    segments = b"".join(
+        b"\xff\xef" + (min(chunk, size - at) + 2).to_bytes(2, "big") + b"\0" * min(chunk, size - at)
+        for at in range(0, size, chunk)
+    )
     return jpeg[:2] + segments + jpeg[2:]
 
 
@@ -168,8 +180,10 @@ def test_pages_of_the_mapped_pack_are_reported_as_such_not_as_a_leak(heavy_pack)
     for worker in ("worker 0", "worker 1"):
         # each worker maps more of the 96 MiB pack every epoch: RSS climbs as it did for the user who
         # filed this, and the growth is pages of the file (on a tmpfs, shared memory), not the heap
-        mapped = sum(getattr(report.epochs[-1], kind)[worker] - getattr(report.first_batch, kind)[worker]
-                     for kind in ("file_backed", "shared_memory"))
+        mapped = sum(
+            getattr(report.epochs[-1], kind)[worker] - getattr(report.first_batch, kind)[worker]
+            for kind in ("file_backed", "shared_memory")
+        )
         assert mapped > 48 * 2**20, report.summary()
         assert report.epochs[-1].rss[worker] - report.first_batch.rss[worker] > 48 * 2**20
         assert report.epochs[-1].unique_anonymous[worker] - report.first_batch.unique_anonymous[worker] < GROWTH_FLOOR
@@ -202,8 +216,9 @@ def test_where_the_os_does_not_list_descriptors_they_are_not_known_and_not_judge
     assert open_fds() is None
 
     def record(epoch):
-        return EpochRecord(epoch, 1.0, open_fds(), rss={MAIN: 100 << 20}, uss={MAIN: 60 << 20},
-                           unique_anonymous={MAIN: 50 << 20})
+        return EpochRecord(
+            epoch, 1.0, open_fds(), rss={MAIN: 100 << 20}, uss={MAIN: 60 << 20}, unique_anonymous={MAIN: 50 << 20}
+        )
 
     report = SoakReport(record(0), [record(1), record(2)], {MAIN: os.getpid()}, open_fds(), open_fds(), [], [])
     assert report.problems() == []  # nothing known grew: no descriptor finding either
@@ -213,8 +228,10 @@ def test_where_the_os_does_not_list_descriptors_they_are_not_known_and_not_judge
 
 
 N = 100_000
-linux_fork = pytest.mark.skipif(not sys.platform.startswith("linux") or multiprocessing.get_start_method() != "fork",
-                                reason="private memory is read from /proc, and copy-on-write needs forked workers")
+linux_fork = pytest.mark.skipif(
+    not sys.platform.startswith("linux") or multiprocessing.get_start_method() != "fork",
+    reason="private memory is read from /proc, and copy-on-write needs forked workers",
+)
 
 
 def _index(n: int):
@@ -223,8 +240,9 @@ def _index(n: int):
 
 @linux_fork
 def test_readings_cover_every_worker_and_epoch():
-    trace = trace_worker_memory(PathTableDataset(*_index(4000)), epochs=2, readings_per_epoch=2, batch_size=500,
-                                num_workers=2, progress=False)
+    trace = trace_worker_memory(
+        PathTableDataset(*_index(4000)), epochs=2, readings_per_epoch=2, batch_size=500, num_workers=2, progress=False
+    )
     assert trace.epochs == [0.0, 0.5, 1.0, 1.5, 2.0]
     assert sorted(trace.private) == sorted(trace.rss) == ["worker 0", "worker 1"]
     for kind in (trace.private, trace.rss):
@@ -237,10 +255,17 @@ def test_readings_cover_every_worker_and_epoch():
 @linux_fork
 def test_python_list_is_copied_into_each_worker_and_numpy_is_not():
     paths, labels = _index(N)
-    naive = trace_worker_memory(NaivePathListDataset(paths, labels), epochs=1, readings_per_epoch=1,
-                                batch_size=1000, num_workers=2, progress=False)
-    table = trace_worker_memory(PathTableDataset(paths, labels), epochs=1, readings_per_epoch=1,
-                                batch_size=1000, num_workers=2, progress=False)
+    naive = trace_worker_memory(
+        NaivePathListDataset(paths, labels),
+        epochs=1,
+        readings_per_epoch=1,
+        batch_size=1000,
+        num_workers=2,
+        progress=False,
+    )
+    table = trace_worker_memory(
+        PathTableDataset(paths, labels), epochs=1, readings_per_epoch=1, batch_size=1000, num_workers=2, progress=False
+    )
     string_bytes = sum(sys.getsizeof(p) for p in paths) / MIB  # what the list's strings occupy
     for worker in naive.private:  # the same run but for the container: the gap is the copied list
         gap = naive.mib()[worker][-1] - table.mib()[worker][-1]
@@ -264,8 +289,9 @@ def test_pages_of_a_mapped_pack_count_in_rss_but_not_as_anonymous(tmp_path):
     with PackWriter(path, ["a"], decoded_shape=(3, 64, 64), alignment=64) as writer:
         for k in range(2048):  # 24 MiB of pixels
             writer.add(np.full((3, 64, 64), k % 251, np.uint8), 0, f"a/{k}.png")
-    trace = trace_worker_memory(DecodedArrayDataset(str(path)), epochs=1, readings_per_epoch=1, batch_size=64,
-                                num_workers=2, progress=False)
+    trace = trace_worker_memory(
+        DecodedArrayDataset(str(path)), epochs=1, readings_per_epoch=1, batch_size=64, num_workers=2, progress=False
+    )
     rss, anonymous = trace.growth_mib("rss"), trace.growth_mib("anonymous")
     assert sorted(anonymous) == ["worker 0", "worker 1"]
     for worker in rss:
@@ -276,8 +302,12 @@ def test_pages_of_a_mapped_pack_count_in_rss_but_not_as_anonymous(tmp_path):
 def test_growth_the_os_did_not_give_is_not_known_not_zero():
     from labkit.diagnose.soak import WorkerMemoryTrace
 
-    trace = WorkerMemoryTrace(epochs=[0.0, 1.0], private={"worker 0": [10 * MIB, 14 * MIB]},
-                              anonymous={"worker 0": [None, None]}, rss={"worker 0": [20 * MIB, None]})
+    trace = WorkerMemoryTrace(
+        epochs=[0.0, 1.0],
+        private={"worker 0": [10 * MIB, 14 * MIB]},
+        anonymous={"worker 0": [None, None]},
+        rss={"worker 0": [20 * MIB, None]},
+    )
     assert trace.growth_mib("private") == {"worker 0": 4.0} and trace.mean_growth_mib("private") == 4.0
     assert trace.growth_mib("anonymous") == {"worker 0": None} and trace.mean_growth_mib("anonymous") is None
     assert trace.growth_mib("rss") == {"worker 0": None} and trace.mean_growth_mib("rss") is None

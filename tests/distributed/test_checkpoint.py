@@ -19,10 +19,16 @@ from labkit.distributed.checkpoint import MAGIC, CheckpointError, load_checkpoin
 
 # -- the file itself ------------------------------------------------------------------------------------
 
+
 def test_round_trip_of_tensors_and_plain_state(tmp_path):
     path = tmp_path / "ckpt.pt"
-    state = {"model": {"w": torch.arange(6.0).reshape(2, 3)}, "step": 7, "seen": [3, 1, 2], "name": "run",
-             "pair": (1, 2.5)}
+    state = {
+        "model": {"w": torch.arange(6.0).reshape(2, 3)},
+        "step": 7,
+        "seen": [3, 1, 2],
+        "name": "run",
+        "pair": (1, 2.5),
+    }
     save_checkpoint(state, path)
     back = load_checkpoint(path)
     assert torch.equal(back["model"]["w"], state["model"]["w"])
@@ -118,11 +124,14 @@ def test_a_kill_in_the_middle_of_a_write_leaves_the_previous_checkpoint_whole(tm
     assert os.listdir(tmp_path) == ["ckpt.pt"]
 
 
-@pytest.mark.parametrize("state, where, kind", [
-    ({"args": argparse.Namespace(lr=0.1)}, "state['args']", "argparse.Namespace"),  # torchvision's reference script
-    ({"epoch": np.int64(3)}, "state['epoch']", "numpy.int64"),
-    ({"log": [1, {"scores": np.zeros(2)}]}, "state['log'][1]['scores']", "numpy.ndarray"),
-])
+@pytest.mark.parametrize(
+    "state, where, kind",
+    [
+        ({"args": argparse.Namespace(lr=0.1)}, "state['args']", "argparse.Namespace"),  # torchvision's reference script
+        ({"epoch": np.int64(3)}, "state['epoch']", "numpy.int64"),
+        ({"log": [1, {"scores": np.zeros(2)}]}, "state['log'][1]['scores']", "numpy.ndarray"),
+    ],
+)
 def test_what_could_not_be_loaded_is_refused_when_saved_naming_its_key(tmp_path, state, where, kind):
     path = tmp_path / "run.ckpt"
     with pytest.raises(CheckpointError, match=re.escape(f"{where} is of type {kind}")):
@@ -132,7 +141,12 @@ def test_what_could_not_be_loaded_is_refused_when_saved_naming_its_key(tmp_path,
 
 def test_model_and_optimizer_states_are_saved_as_they_are(tmp_path):
     model = torch.nn.Linear(3, 2)
-    state = {"model": model.state_dict(), "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
-             "args": vars(argparse.Namespace(lr=0.1)), "dtype": torch.float16, "where": (1, 2.5, None, "s")}
+    state = {
+        "model": model.state_dict(),
+        "optimizer": torch.optim.AdamW(model.parameters()).state_dict(),
+        "args": vars(argparse.Namespace(lr=0.1)),
+        "dtype": torch.float16,
+        "where": (1, 2.5, None, "s"),
+    }
     save_checkpoint(state, tmp_path / "run.ckpt")
     assert load_checkpoint(tmp_path / "run.ckpt")["args"] == {"lr": 0.1}

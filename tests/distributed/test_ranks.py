@@ -14,8 +14,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 @pytest.mark.timeout(60)
 def test_ddp_demo_under_torchrun_proves_disjoint_coverage():
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "labkit.course.ddp_demo", "--samples", "128", "--epochs", "2", "--workers", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "labkit.course.ddp_demo",
+        "--samples",
+        "128",
+        "--epochs",
+        "2",
+        "--workers",
+        "0",
+    ]
     out = subprocess.run(command, capture_output=True, text=True, timeout=55, cwd=ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
     assert out.stdout.count("disjoint: True; cover all 128: True") == 2
@@ -68,8 +81,9 @@ def test_close_process_group_leaves_no_group_behind(tmp_path):
 def _run_two_ranks(tmp_path, shards, local_dir, tag):
     results = tmp_path / f"results-{tag}"
     results.mkdir()
-    tmp.start_processes(_stage, args=(str(tmp_path / f"store-{tag}"), shards, local_dir, str(results)), nprocs=2,
-                        start_method="fork")
+    tmp.start_processes(
+        _stage, args=(str(tmp_path / f"store-{tag}"), shards, local_dir, str(results)), nprocs=2, start_method="fork"
+    )
     return [open(results / f"rank{r}").read().strip() for r in range(2)]
 
 

@@ -58,8 +58,9 @@ def test_a_wider_window_scores_the_orders_that_window_gives():
     t = sweep_block_sizes(labels, offsets, lengths, batch_size=8, window=4)
     assert t.window == 4
     for b, scores in t.blocks.items():
-        assert scores == score_order(BlockShuffleSampler(64, block_size=b, window=4, seed=0).order(0), labels, offsets,
-                                     lengths, 8)
+        assert scores == score_order(
+            BlockShuffleSampler(64, block_size=b, window=4, seed=0).order(0), labels, offsets, lengths, 8
+        )
     assert t.blocks[8].class_entropy > sweep_block_sizes(labels, offsets, lengths, batch_size=8).blocks[8].class_entropy
 
 
@@ -84,4 +85,3 @@ def test_plot_has_a_point_per_block_size_and_both_ends():
 def test_an_empty_index_is_refused():
     with pytest.raises(ValueError, match="empty"):
         sweep_block_sizes([], [], [], batch_size=8)
-

@@ -21,8 +21,9 @@ def test_one_slow_pass_does_not_decide_the_decoder_s_figure(fake_clock, monkeypa
     import labkit.measure.decoder_speed as decoder_speed
 
     seconds = iter([0.5, 0.001, 0.001, 0.009])  # the untimed first call (imports), then three passes: one slow
-    monkeypatch.setattr(decoder_speed, "get_decoder", lambda name: lambda data, size, max_pixels:
-                        fake_clock.sleep(next(seconds)))
+    monkeypatch.setattr(
+        decoder_speed, "get_decoder", lambda name: lambda data, size, max_pixels: fake_clock.sleep(next(seconds))
+    )
     assert time_decoders([b"x"], repeats=3, decoders=["pil"]) == {"pil": pytest.approx(0.001)}
 
 

@@ -24,8 +24,7 @@ def test_refuses_nonsense():
 def test_on_batch_runs_for_every_batch_and_counts_in_the_step(fake_clock):
     seen = []
     batches = [(torch.zeros(2, 1), torch.zeros(2))] * 3
-    result = measure_loader(batches, runs=2, warmup_runs=1,
-                            on_batch=lambda b: (seen.append(1), fake_clock.sleep(0.01)))
+    result = measure_loader(batches, runs=2, warmup_runs=1, on_batch=lambda b: (seen.append(1), fake_clock.sleep(0.01)))
     assert len(seen) == 9 and result.step_s == pytest.approx(0.01)
     assert result.runs_images_per_s == pytest.approx([200.0, 200.0])  # 6 images in 0.03 s a pass
 
@@ -71,8 +70,11 @@ def test_short_passes_are_repeated_until_they_add_up_to_min_seconds_within_max_r
     batches = [(torch.zeros(2, 1), torch.zeros(2))] * 2
 
     def runs(**kwargs):
-        return len(measure_loader(batches, runs=3, warmup_runs=0, on_batch=lambda b: time.sleep(0.01),
-                                  **kwargs).runs_images_per_s)
+        return len(
+            measure_loader(
+                batches, runs=3, warmup_runs=0, on_batch=lambda b: time.sleep(0.01), **kwargs
+            ).runs_images_per_s
+        )
 
     assert runs() == 3  # each pass sleeps at least 20 ms
     assert runs(min_seconds=30) == 15  # the default cap, 5 x runs, comes first

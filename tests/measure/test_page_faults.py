@@ -10,6 +10,7 @@ linux_proc = pytest.mark.skipif(not can_count_faults(), reason="page faults per 
 
 def _no_proc(monkeypatch):
     """This process as on macOS or Windows: no /proc to read the counts from."""
+
     def refused(path, *args, **kwargs):
         raise FileNotFoundError(path)
 

@@ -117,6 +117,7 @@ def test_peak_follows_growth_but_samples_at_most_once_per_interval(read):
 
 def test_peak_rss_keeps_a_freed_allocation_until_reset():
     from labkit.measure.process_memory import peak_rss_bytes, reset_peak_rss
+
     if peak_rss_bytes() is None:
         pytest.skip(f"{os_name()} keeps no peak RSS for a process")
     reset_peak_rss()

@@ -63,8 +63,9 @@ def test_a_prefetcher_iterated_as_it_is_folds_its_device_stage_into_the_wait(fak
     from labkit.device.transfer import DevicePrefetcher
     from labkit.measure.step_profile import PrefetcherReport
 
-    prefetcher = DevicePrefetcher(DataLoader(Sleepy(n=12, sleep=fake_clock.sleep), batch_size=4), "cpu",
-                                  mix=_SlowMix(fake_clock))
+    prefetcher = DevicePrefetcher(
+        DataLoader(Sleepy(n=12, sleep=fake_clock.sleep), batch_size=4), "cpu", mix=_SlowMix(fake_clock)
+    )
     report = profile_loader(prefetcher, steps=2, warmup=1, split_device_stage=False)
     assert not isinstance(report, PrefetcherReport)
     assert report.wait_s == pytest.approx([0.05, 0.05]) and report.transfer_s == [0.0, 0.0]  # mixing counted as waiting

@@ -66,10 +66,13 @@ def test_a_goal_is_a_floor_reached_only_by_the_median():
     below = judge("fast", [100, 100, 100], [150, 164, 227])  # 1.64x, spread 1.50-2.27x
     assert below.goal is None and below.goal_outcome is None and "goal" not in str(below)
     missed = judge("fast", [100, 100, 100], [150, 164, 227], goal=2.0)
-    assert str(missed).endswith("the goal is at least 2.00x: not reached (here 1.64x), though the spread reaches it "
-                                "(2.27x)")
+    assert str(missed).endswith(
+        "the goal is at least 2.00x: not reached (here 1.64x), though the spread reaches it (2.27x)"
+    )
     met = judge("fast", [100, 100, 100], [190, 250, 260], goal=2.0)
-    assert met.goal_outcome.startswith("reached") and str(met).endswith("reached, though the spread reaches below it (1.90x)")
+    assert met.goal_outcome.startswith("reached") and str(met).endswith(
+        "reached, though the spread reaches below it (1.90x)"
+    )
     clear = judge("fast", [100, 100], [300, 310], goal=2.0)
     assert str(clear).endswith("the goal is at least 2.00x: reached")
     far = judge("fast", [100, 100], [110, 120], goal=2.0)

@@ -9,8 +9,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 
 def _run(script, *args, env_extra=None):
     env = {**os.environ, "LABKIT_QUICK": "0", **(env_extra or {})}
-    return subprocess.run([sys.executable, os.path.join(ROOT, "data_scripts", script), *args],
-                          capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, os.path.join(ROOT, "data_scripts", script), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_make_photos_then_pack_folder(tmp_path):

@@ -33,16 +33,26 @@ WITHOUT_THE_EXTRA = textwrap.dedent(f"""
 def built(tmp_path_factory):
     out, source = tmp_path_factory.mktemp("dist"), tmp_path_factory.mktemp("source") / "clone"
     # a copy of the sources: a build writes build/ and *.egg-info beside them, which the clone should not get
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "data", "build", "*.egg-info",
-                                                                "__pycache__", ".hypothesis", ".pytest_cache",
-                                                                "artifacts"))
-    run = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out),
-                          str(source)], capture_output=True, text=True, timeout=240)
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git", ".venv", "data", "build", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache", "artifacts"
+        ),
+    )
+    run = subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", str(out), str(source)],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     names = sorted(os.listdir(out))
     assert any(n.endswith(".whl") for n in names) and any(n.endswith(".tar.gz") for n in names), names
-    return {"whl": str(out / next(n for n in names if n.endswith(".whl"))),
-            "gz": str(out / next(n for n in names if n.endswith(".tar.gz")))}
+    return {
+        "whl": str(out / next(n for n in names if n.endswith(".whl"))),
+        "gz": str(out / next(n for n in names if n.endswith(".tar.gz"))),
+    }
 
 
 def test_the_wheel_is_torch_labkit_with_the_library_only(built):
@@ -70,11 +80,16 @@ def test_the_wheel_installs_in_a_fresh_venv_and_works_without_the_course_extra(b
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = str(venv / ("Scripts" if os.name == "nt" else "bin") / "python")
-    subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", built["whl"]], check=True,
-                   timeout=120)
+    subprocess.run(
+        [python, "-m", "pip", "install", "--no-deps", "--no-index", "-q", built["whl"]], check=True, timeout=120
+    )
     # torch and the other dependencies come from this environment (no network here), after the wheel's own files
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
+    site = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     with open(os.path.join(site, "zz_dependencies.pth"), "w", encoding="utf-8") as f:
         f.write(sysconfig.get_paths()["purelib"] + "\n")
     code = WITHOUT_THE_EXTRA + textwrap.dedent("""

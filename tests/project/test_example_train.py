@@ -19,10 +19,31 @@ EPOCHS, STEPS_PER_EPOCH = 6, 3  # 24 images, 2 ranks, batches of 4
 
 
 def _command(photos, checkpoint, workers, *extra):
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-            os.path.join(ROOT, "examples", "train.py"), "--data", photos, "--val", photos, "--epochs", str(EPOCHS),
-            "--batch", "4", "--size", "32", "--workers", str(workers), "--checkpoint", checkpoint,
-            "--save-every", "2", *extra]
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        os.path.join(ROOT, "examples", "train.py"),
+        "--data",
+        photos,
+        "--val",
+        photos,
+        "--epochs",
+        str(EPOCHS),
+        "--batch",
+        "4",
+        "--size",
+        "32",
+        "--workers",
+        str(workers),
+        "--checkpoint",
+        checkpoint,
+        "--save-every",
+        "2",
+        *extra,
+    ]
 
 
 def _env():
@@ -42,8 +63,9 @@ def test_killed_and_resumed_under_torchrun_it_ends_with_the_weights_of_an_unbrok
     assert load_checkpoint(reference)["step"] == EPOCHS * STEPS_PER_EPOCH
 
     broken = str(tmp_path / "broken.ckpt")
-    job = subprocess.Popen(_command(photos, broken, 2), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                           text=True, env=_env())
+    job = subprocess.Popen(
+        _command(photos, broken, 2), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=_env()
+    )
     deadline, lines = time.monotonic() + 150, []
     for line in job.stdout:
         lines.append(line)
@@ -67,15 +89,41 @@ def test_killed_and_resumed_under_torchrun_it_ends_with_the_weights_of_an_unbrok
 
 
 def test_one_process_with_bf16_autocast_trains_and_validates(photos, tmp_path):
-    run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train.py"), "--data", photos, "--val",
-                          photos, "--epochs", "1", "--batch", "8", "--size", "32", "--workers", "0", "--amp", "bf16"],
-                         capture_output=True, text=True, env=_env(), timeout=200)
+    run = subprocess.run(
+        [
+            sys.executable,
+            os.path.join(ROOT, "examples", "train.py"),
+            "--data",
+            photos,
+            "--val",
+            photos,
+            "--epochs",
+            "1",
+            "--batch",
+            "8",
+            "--size",
+            "32",
+            "--workers",
+            "0",
+            "--amp",
+            "bf16",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=200,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     assert "precision: bf16 autocast" in run.stdout and "validation: " in run.stdout
 
 
 def test_a_missing_folder_is_one_line_naming_it(tmp_path):
-    run = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "train.py"), "--data",
-                          str(tmp_path / "typo")], capture_output=True, text=True, env=_env(), timeout=200)
+    run = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "examples", "train.py"), "--data", str(tmp_path / "typo")],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=200,
+    )
     assert run.returncode == 1 and run.stderr.startswith("train.py: ") and "typo" in run.stderr
     assert len(run.stderr.strip().splitlines()) == 1

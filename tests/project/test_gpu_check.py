@@ -14,11 +14,21 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.mark.timeout(600)
 def test_the_gpu_check_runs_every_step_on_a_cpu(tmp_path):
     out = tmp_path / "out"
-    env = dict(os.environ, DEVICE="cpu", N="24", RUNS="1", STEPS="2", OUT=str(out), DATA=str(tmp_path / "photos"),
-               WHEELS=str(tmp_path / "no-wheels"), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    env = dict(
+        os.environ,
+        DEVICE="cpu",
+        N="24",
+        RUNS="1",
+        STEPS="2",
+        OUT=str(out),
+        DATA=str(tmp_path / "photos"),
+        WHEELS=str(tmp_path / "no-wheels"),
+        PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
+    )
     env.pop("LABKIT_QUICK", None)
-    done = subprocess.run(["bash", "scripts/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=580)
+    done = subprocess.run(
+        ["bash", "scripts/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=580
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (out / "gpu_doctor.txt").read_text().startswith("labkit doctor: num_workers")
     assert "skipped" in (out / "gpu_tests.txt").read_text()  # the CUDA tests: collected, and skipped on a CPU

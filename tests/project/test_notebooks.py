@@ -27,8 +27,10 @@ _STAMP_SPEC.loader.exec_module(stamp_run_time)
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAX_OUTPUT_BYTES = 2_000_000
 # Directories that only exist on the machine that ran a notebook; /dev/shm and the like are fine.
-MACHINE_PATH = re.compile(r"(?<![\w.])(?:/(?:home|root|tmp|work|Users|private|var/folders|mnt|scratch)/[\w.@+-]+"
-                          r"|[A-Za-z]:\\\\?Users\\)")
+MACHINE_PATH = re.compile(
+    r"(?<![\w.])(?:/(?:home|root|tmp|work|Users|private|var/folders|mnt|scratch)/[\w.@+-]+"
+    r"|[A-Za-z]:\\\\?Users\\)"
+)
 DATASET_BASES = ("Dataset", "IterableDataset", "Sampler", "BatchSampler")
 REQUIRED_HEADINGS = ("learning goals", "takeaways", "exercises")
 
@@ -142,25 +144,33 @@ def test_no_dataset_or_sampler_class_defined_in_a_cell(path):
             if isinstance(node, ast.ClassDef):
                 bases = [ast.unparse(b).rsplit(".", 1)[-1] for b in node.bases]
                 assert not any(b.endswith(DATASET_BASES) for b in bases), (
-                    f"cell {k} defines {node.name}({', '.join(bases)}): put it in labkit and import it")
+                    f"cell {k} defines {node.name}({', '.join(bases)}): put it in labkit and import it"
+                )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_title_goals_takeaways_and_exercises(path):
     nb = _read(path)
     markdown = [c.source for c in nb.cells if c.cell_type == "markdown"]
-    assert markdown and nb.cells[0].cell_type == "markdown" and markdown[0].startswith("# "), "the first cell is a title"
-    headings = [line.lstrip("#").strip().lower() for text in markdown for line in text.splitlines()
-                if line.startswith("#")]
+    assert markdown and nb.cells[0].cell_type == "markdown" and markdown[0].startswith("# "), (
+        "the first cell is a title"
+    )
+    headings = [
+        line.lstrip("#").strip().lower() for text in markdown for line in text.splitlines() if line.startswith("#")
+    ]
     for required in REQUIRED_HEADINGS:
         assert any(h.startswith(required) for h in headings), f"no '{required}' heading"
     first_code = next(cell for _, cell in _code_cells(nb))
     assert "quick_mode" in first_code.source and "course_workspace" in first_code.source, (
-        "the first code cell is the course's setup (QUICK, ws = course_workspace(...))")
+        "the first code cell is the course's setup (QUICK, ws = course_workspace(...))"
+    )
 
 
-HEADER_TIME = re.compile(r"\*\*Time:\*\* (\d+) s in quick mode, measured .*?; (\d+) s under the spawn start method"
-                         r".*?Full mode \(`LABKIT_QUICK=0`\), measured (?:the same way|[^:]*? on a [^:]*?): (\d+) s", re.S)
+HEADER_TIME = re.compile(
+    r"\*\*Time:\*\* (\d+) s in quick mode, measured .*?; (\d+) s under the spawn start method"
+    r".*?Full mode \(`LABKIT_QUICK=0`\), measured (?:the same way|[^:]*? on a [^:]*?): (\d+) s",
+    re.S,
+)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
@@ -172,8 +182,10 @@ def test_the_header_states_measured_times_for_quick_spawn_and_full_mode(path):
     assert "estimated" not in header and "not timed" not in header
     stored = stamp_run_time.run_seconds(_read(path))
     assert stored is not None, "the notebook is committed executed, with its cells' timings"
-    assert int(found.group(1)) == stored, (f"the header says {found.group(1)} s in quick mode, the stored run took "
-                                           f"{stored} s: python scripts/stamp_run_time.py {path}")
+    assert int(found.group(1)) == stored, (
+        f"the header says {found.group(1)} s in quick mode, the stored run took "
+        f"{stored} s: python scripts/stamp_run_time.py {path}"
+    )
     assert stored < 60, "quick mode runs each notebook in under a minute on 2 cores"
 
 
@@ -184,8 +196,11 @@ def test_every_labkit_name_imported_exists(path):
             if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "labkit":
                 module = importlib.import_module(node.module)
                 for alias in node.names:
-                    assert alias.name == "*" or hasattr(module, alias.name) or importlib.util.find_spec(
-                        f"{node.module}.{alias.name}"), f"cell {k}: {node.module} has no {alias.name}"
+                    assert (
+                        alias.name == "*"
+                        or hasattr(module, alias.name)
+                        or importlib.util.find_spec(f"{node.module}.{alias.name}")
+                    ), f"cell {k}: {node.module} has no {alias.name}"
             elif isinstance(node, ast.Import):
                 for alias in node.names:
                     if alias.name.split(".")[0] == "labkit":
@@ -198,7 +213,8 @@ def test_exercise_solutions_are_collapsed(path):
     for k, cell in enumerate(_read(path).cells):
         if cell.cell_type == "code" and cell.source.lstrip().lower().startswith("# solution"):
             assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, (
-                f"cell {k} is a solution: set \"jupyter\": {{\"source_hidden\": true}} in its metadata")
+                f'cell {k} is a solution: set "jupyter": {{"source_hidden": true}} in its metadata'
+            )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
@@ -243,33 +259,40 @@ def test_no_cell_rebinds_a_name_another_cell_imports(path):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for alias in node.names:
                     imported.setdefault(alias.asname or alias.name.split(".")[0], k)
-    rebound = [f"cell {k} line {line} rebinds {name}, imported in cell {imported[name]}"
-               for k, tree in cells for name, line in _top_level_bindings(tree) if name in imported]
+    rebound = [
+        f"cell {k} line {line} rebinds {name}, imported in cell {imported[name]}"
+        for k, tree in cells
+        for name, line in _top_level_bindings(tree)
+        if name in imported
+    ]
     assert not rebound, "\n".join(rebound)
 
 
 def _exercises(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
     for cell in nb.cells:
         if cell.cell_type == "markdown" and "## Exercises" in cell.source:
-            text = cell.source[cell.source.index("## Exercises"):]
-            return [(int(m.group(1)), m.group(2)) for m in
-                    re.finditer(r"(?ms)^(\d+)\. (.*?)(?=^\d+\. |\Z)", text)]
+            text = cell.source[cell.source.index("## Exercises") :]
+            return [(int(m.group(1)), m.group(2)) for m in re.finditer(r"(?ms)^(\d+)\. (.*?)(?=^\d+\. |\Z)", text)]
     return []
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_every_exercise_can_be_checked_or_says_what_a_good_answer_holds(path):
     nb = _read(path)
-    checks = {int(m.group(1)) for _, cell in _code_cells(nb)
-              for m in re.finditer(r"^# Self-check, exercise (\d+)", cell.source, re.M)}
+    checks = {
+        int(m.group(1))
+        for _, cell in _code_cells(nb)
+        for m in re.finditer(r"^# Self-check, exercise (\d+)", cell.source, re.M)
+    }
     exercises = _exercises(nb)
     assert exercises, "the notebook has no exercises"
     for number, text in exercises:
         if "Self-check below" in text:
             assert number in checks, f"exercise {number} promises a self-check cell: '# Self-check, exercise {number}'"
         else:
-            assert "good answer" in " ".join(text.lower().split()), (f"exercise {number}: give it a self-check cell, or say what a good "
-                                                    "answer contains")
+            assert "good answer" in " ".join(text.lower().split()), (
+                f"exercise {number}: give it a self-check cell, or say what a good answer contains"
+            )
     assert checks <= {n for n, _ in exercises}
 
 

@@ -1,4 +1,5 @@
-"""The package's shape holds: lazy faces, the layer rule, one error family, and every module path named anywhere exists."""
+"""The package's shape holds: lazy faces, the layer rule, one error family, and every module path named anywhere
+exists."""
 
 from __future__ import annotations
 
@@ -47,10 +48,12 @@ def _imports(path: str):
 
 def test_importing_labkit_and_every_face_loads_no_torch():
     # private_shm needs a process that has not started torch's threads: an eager face would break it
-    code = ("import sys, labkit\n"
-            f"for p in {PACKAGES!r}: __import__('labkit.' + p)\n"
-            "import labkit.diagnose.small_shm\n"
-            "print(sorted(m for m in ('torch', 'numpy', 'PIL') if m in sys.modules))")
+    code = (
+        "import sys, labkit\n"
+        f"for p in {PACKAGES!r}: __import__('labkit.' + p)\n"
+        "import labkit.diagnose.small_shm\n"
+        "print(sorted(m for m in ('torch', 'numpy', 'PIL') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
 
@@ -90,9 +93,13 @@ def test_each_module_imports_only_the_layers_to_its_left():
 
 
 def test_no_module_imports_another_modules_private_names():
-    private = [f"{os.path.relpath(path, ROOT)}:{line} takes {n} from {module}"
-               for name, path in _modules() for line, module, names in _imports(path)
-               for n in names if n.startswith("_") and module != name]
+    private = [
+        f"{os.path.relpath(path, ROOT)}:{line} takes {n} from {module}"
+        for name, path in _modules()
+        for line, module, names in _imports(path)
+        for n in names
+        if n.startswith("_") and module != name
+    ]
     assert not private, "\n".join(private)
 
 
@@ -111,8 +118,20 @@ def test_every_error_class_of_the_kit_is_a_labkit_error():
 def test_the_kit_raises_no_bare_standard_error():
     # the standard errors a user must catch one by one; AttributeError, StopIteration, SystemExit and
     # KeyboardInterrupt keep their protocol meaning
-    standard = {"ValueError", "TypeError", "IndexError", "KeyError", "FileNotFoundError", "RuntimeError", "OSError",
-                "TimeoutError", "AssertionError", "Exception", "NotImplementedError", "PermissionError"}
+    standard = {
+        "ValueError",
+        "TypeError",
+        "IndexError",
+        "KeyError",
+        "FileNotFoundError",
+        "RuntimeError",
+        "OSError",
+        "TimeoutError",
+        "AssertionError",
+        "Exception",
+        "NotImplementedError",
+        "PermissionError",
+    }
     bare = []
     for _name, path in _modules():
         for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
@@ -128,9 +147,22 @@ _DOTTED = re.compile(r"(?<![\w./-])labkit(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 def _texts():
     """(where, text) of every file that may name a labkit module: code, tests, notebooks, docs, scripts."""
-    patterns = ["labkit/**/*.py", "tests/**/*.py", "tests/*.cfg", "benchmarks/*.py", "benchmarks/*.md",
-                "scripts/*", "data_scripts/*.py", "notebooks/**/*.py", "notebooks/*.md", "docs/*.md", "*.md",
-                "Makefile", "pyproject.toml", ".ci/run"]
+    patterns = [
+        "labkit/**/*.py",
+        "tests/**/*.py",
+        "tests/*.cfg",
+        "benchmarks/*.py",
+        "benchmarks/*.md",
+        "scripts/*",
+        "data_scripts/*.py",
+        "notebooks/**/*.py",
+        "notebooks/*.md",
+        "docs/*.md",
+        "*.md",
+        "Makefile",
+        "pyproject.toml",
+        ".ci/run",
+    ]
     for pattern in patterns:
         for path in glob.glob(os.path.join(ROOT, pattern), recursive=True):
             if os.path.isfile(path):
@@ -140,8 +172,11 @@ def _texts():
         for cell in nb["cells"]:
             yield os.path.relpath(path, ROOT), "".join(cell["source"])
             for out in cell.get("outputs", []):
-                yield os.path.relpath(path, ROOT) + " (stored output)", "".join(out.get("text", "")) + "".join(
-                    "".join(v) for v in out.get("data", {}).values() if isinstance(v, (str, list)))
+                yield (
+                    os.path.relpath(path, ROOT) + " (stored output)",
+                    "".join(out.get("text", ""))
+                    + "".join("".join(v) for v in out.get("data", {}).values() if isinstance(v, (str, list))),
+                )
 
 
 def _resolves(dotted: str) -> bool:
@@ -191,10 +226,27 @@ def test_no_face_name_is_also_a_sub_module(package):
 
 
 # torch's private names labkit knows of; any other `torch._x` or import from a private torch module is caught too
-TORCH_PRIVATE_ATTRIBUTES = {"_iterator", "_workers", "_shutdown_workers", "_worker_pids_set", "_remove_worker_pids",
-                            "_cdata", "_storage_Use_Count", "_get_iterator", "_index_sampler", "_sampler_iter",
-                            "_timeout", "_rcvd_idx", "_send_idx", "_task_info", "_tasks_outstanding",
-                            "_worker_result_queue", "_index_queues", "_data_queue", "_pin_memory_thread"}
+TORCH_PRIVATE_ATTRIBUTES = {
+    "_iterator",
+    "_workers",
+    "_shutdown_workers",
+    "_worker_pids_set",
+    "_remove_worker_pids",
+    "_cdata",
+    "_storage_Use_Count",
+    "_get_iterator",
+    "_index_sampler",
+    "_sampler_iter",
+    "_timeout",
+    "_rcvd_idx",
+    "_send_idx",
+    "_task_info",
+    "_tasks_outstanding",
+    "_worker_result_queue",
+    "_index_queues",
+    "_data_queue",
+    "_pin_memory_thread",
+}
 DOOR = "labkit.core.torch_internals"
 #: Private-looking names of the standard library that are documented and public (``os._exit``).
 PUBLIC_UNDERSCORED = {"_exit"}
@@ -224,9 +276,15 @@ def _torch_private_uses(path, labkit_names=frozenset()):
     private attribute labkit does not define read or called on any object, or one of torch's named as a string."""
     tree = ast.parse(open(path, encoding="utf-8").read())
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("torch") and (
-                any(part.startswith("_") for part in node.module.split(".")) or
-                any(a.name.startswith("_") for a in node.names)):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.module.startswith("torch")
+            and (
+                any(part.startswith("_") for part in node.module.split("."))
+                or any(a.name.startswith("_") for a in node.names)
+            )
+        ):
             yield node.lineno, f"from {node.module} import ..."
         elif isinstance(node, ast.Attribute):
             private = node.attr.startswith("_") and not node.attr.startswith("__")
@@ -242,44 +300,68 @@ def _torch_private_uses(path, labkit_names=frozenset()):
 
 def test_torch_s_private_names_are_used_behind_one_door_only():
     labkit_names = _names_labkit_defines()
-    outside = [f"{os.path.relpath(path, ROOT)}:{line} {what}" for name, path in _modules() if name != DOOR
-               for line, what in _torch_private_uses(path, labkit_names)]
+    outside = [
+        f"{os.path.relpath(path, ROOT)}:{line} {what}"
+        for name, path in _modules()
+        if name != DOOR
+        for line, what in _torch_private_uses(path, labkit_names)
+    ]
     assert not outside, f"torch's private API outside {DOOR}:\n" + "\n".join(outside)
     door = [what for _, what in _torch_private_uses(importlib.util.find_spec(DOOR).origin, labkit_names)]
     assert any(what.startswith("._new_shared") for what in door)  # the scan sees a private attribute on any object
 
 
 # test modules that exercise one module from a second side (a stress run, the hostile files, the panels' callbacks)
-SECOND_SIDE = {"course/test_panel_callbacks.py": "course/panels.py", "datasets/test_hostile_files.py": "datasets/encoded_images.py",
-               "workers/test_watchdog_failures.py": "workers/watchdog.py", "workers/test_watchdog_stress.py": "workers/watchdog.py",
-               "workers/test_dataloader_contract.py": "workers/loader_factory.py",
-               "workers/test_inference_mode.py": "workers/loader_factory.py"}
+SECOND_SIDE = {
+    "course/test_panel_callbacks.py": "course/panels.py",
+    "datasets/test_hostile_files.py": "datasets/encoded_images.py",
+    "workers/test_watchdog_failures.py": "workers/watchdog.py",
+    "workers/test_watchdog_stress.py": "workers/watchdog.py",
+    "workers/test_dataloader_contract.py": "workers/loader_factory.py",
+    "workers/test_inference_mode.py": "workers/loader_factory.py",
+}
 
 
 def test_the_tests_are_laid_out_as_the_package():
     tests = os.path.join(ROOT, "tests")
     assert not glob.glob(os.path.join(tests, "test_*.py")), "a test module belongs in tests/<sub-package>/"
-    assert not glob.glob(os.path.join(tests, "*", "conftest.py")), \
+    assert not glob.glob(os.path.join(tests, "*", "conftest.py")), (
         "shared fixtures live in tests/conftest.py: a second conftest.py shadows `from conftest import ...`"
+    )
     for path in glob.glob(os.path.join(tests, "*", "test_*.py")):
         folder, name = os.path.relpath(path, tests).split(os.sep)
         if folder in ("project", "browser"):  # the repository's own checks; the panels driven in a browser
             continue
-        module = SECOND_SIDE.get(f"{folder}/{name}", f"{folder}/{name[len('test_'):]}")
-        assert folder in PACKAGES and os.path.exists(os.path.join(ROOT, "labkit", module)), \
+        module = SECOND_SIDE.get(f"{folder}/{name}", f"{folder}/{name[len('test_') :]}")
+        assert folder in PACKAGES and os.path.exists(os.path.join(ROOT, "labkit", module)), (
             f"tests/{folder}/{name} names no module of labkit.{folder}: name it test_<module>.py"
+        )
 
 
-CLOCKS = {"perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time",
-          "process_time_ns", "thread_time", "thread_time_ns"}
+CLOCKS = {
+    "perf_counter",
+    "perf_counter_ns",
+    "monotonic",
+    "monotonic_ns",
+    "time",
+    "time_ns",
+    "process_time",
+    "process_time_ns",
+    "thread_time",
+    "thread_time_ns",
+}
 ENGINE = "labkit.core.timing"
 
 
 def _clock_reads(path):
     """(line, clock) of every read of one of Python's clocks in a file: ``time.<clock>`` or ``from time import``."""
     for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
-        if (isinstance(node, ast.Attribute) and node.attr in CLOCKS and isinstance(node.value, ast.Name)
-                and node.value.id == "time"):
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in CLOCKS
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "time"
+        ):
             yield node.lineno, f"time.{node.attr}"
         elif isinstance(node, ast.ImportFrom) and node.module == "time":
             for a in node.names:
@@ -295,8 +377,9 @@ def test_only_the_timing_engine_reads_a_clock():
     # a second timing loop needs a clock: with the clocks behind one module, every figure is timed one way
     paths = [path for name, path in _modules() if name != ENGINE] + _benchmarks()
     outside = [f"{os.path.relpath(path, ROOT)}:{line} {what}" for path in paths for line, what in _clock_reads(path)]
-    assert not outside, f"clocks read outside {ENGINE} (use its Stopwatch, timed, time_calls, Deadline):\n" + \
-        "\n".join(outside)
+    assert not outside, f"clocks read outside {ENGINE} (use its Stopwatch, timed, time_calls, Deadline):\n" + "\n".join(
+        outside
+    )
     assert list(_clock_reads(importlib.util.find_spec(ENGINE).origin))  # the scan sees the engine's own reads
 
 
@@ -305,8 +388,13 @@ def _calls(path):
     for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
         if isinstance(node, ast.Call):
             f = node.func
-            name = f.id if isinstance(f, ast.Name) else (
-                f"{f.value.id}.{f.attr}" if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None)
+            name = (
+                f.id
+                if isinstance(f, ast.Name)
+                else (
+                    f"{f.value.id}.{f.attr}" if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else None
+                )
+            )
             if name:
                 yield node.lineno, name, node
 
@@ -318,9 +406,12 @@ def _writes_text(call: ast.Call) -> bool:
 
 def test_no_benchmark_or_script_imports_the_course():
     # labkit.course is what only the notebooks need; what a benchmark shares with the course lives in labkit.bench
-    found = [f"{os.path.relpath(path, ROOT)}:{line} imports {module}"
-             for path in _benchmarks() + sorted(glob.glob(os.path.join(ROOT, "scripts", "*.py")))
-             for line, module, _ in _imports(path) if module.startswith("labkit.course")]
+    found = [
+        f"{os.path.relpath(path, ROOT)}:{line} imports {module}"
+        for path in _benchmarks() + sorted(glob.glob(os.path.join(ROOT, "scripts", "*.py")))
+        for line, module, _ in _imports(path)
+        if module.startswith("labkit.course")
+    ]
     assert not found, "\n".join(found)
 
 
@@ -329,29 +420,42 @@ def test_every_result_file_is_written_whole_with_its_machine():
     found = []
     for name, path in _modules():
         if name != "labkit.core.atomic":
-            found += [f"{os.path.relpath(path, ROOT)}:{line} {called}" for line, called, _ in _calls(path)
-                      if called == "json.dump"]
+            found += [
+                f"{os.path.relpath(path, ROOT)}:{line} {called}"
+                for line, called, _ in _calls(path)
+                if called == "json.dump"
+            ]
     for path in _benchmarks():
         calls = list(_calls(path))
-        found += [f"{os.path.relpath(path, ROOT)}:{line} {called}" for line, called, call in calls
-                  if called == "json.dump" or called == "open" and _writes_text(call)]
+        found += [
+            f"{os.path.relpath(path, ROOT)}:{line} {called}"
+            for line, called, call in calls
+            if called == "json.dump" or called == "open" and _writes_text(call)
+        ]
         names = {called for _, called, _ in calls}
         if "result_path" in names and "write_result" not in names:
             found.append(f"{os.path.relpath(path, ROOT)}: names a result file but does not write it with write_result")
-    assert not found, "results written outside labkit.measure.result_files.write_result / labkit.core.atomic:\n" + \
-        "\n".join(found)
+    assert not found, (
+        "results written outside labkit.measure.result_files.write_result / labkit.core.atomic:\n" + "\n".join(found)
+    )
     assert any("write_result" in {c for _, c, _ in _calls(p)} for p in _benchmarks())  # the scan sees the calls
 
 
 # modules whose behaviour is tested from the module that uses them (no test module of their own)
-TESTED_ELSEWHERE = {"decode/pil_crop.py": "decode/test_simplejpeg_decoder.py", "decode/crop_box.py":
-                    "decode/test_random_crop.py",
-                    "tools/pack_fuzzer.py": "storage/test_pack_format.py", "workers/thread_budget.py":
-                    "diagnose/test_doctor.py", "course/pitfalls.py": "course/test_worker_demos.py",
-                    "course/panels.py": "course/test_panel_callbacks.py", "course/ddp_demo.py":
-                    "distributed/test_ranks.py", "course/ddp_shards_demo.py": "storage/test_shards.py",
-                    "core/errors.py": "project/test_package.py", "core/epoch_index.py": "datasets/test_batch_decode.py",
-                    "core/lazy.py": "project/test_package.py", "core/plotting.py": "project/test_distribution.py"}
+TESTED_ELSEWHERE = {
+    "decode/pil_crop.py": "decode/test_simplejpeg_decoder.py",
+    "decode/crop_box.py": "decode/test_random_crop.py",
+    "tools/pack_fuzzer.py": "storage/test_pack_format.py",
+    "workers/thread_budget.py": "diagnose/test_doctor.py",
+    "course/pitfalls.py": "course/test_worker_demos.py",
+    "course/panels.py": "course/test_panel_callbacks.py",
+    "course/ddp_demo.py": "distributed/test_ranks.py",
+    "course/ddp_shards_demo.py": "storage/test_shards.py",
+    "core/errors.py": "project/test_package.py",
+    "core/epoch_index.py": "datasets/test_batch_decode.py",
+    "core/lazy.py": "project/test_package.py",
+    "core/plotting.py": "project/test_distribution.py",
+}
 
 
 def test_every_module_has_its_test_module():
@@ -383,12 +487,22 @@ def test_the_tests_use_no_private_name_of_the_kit():
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("labkit"):
                 found += [f"{where}:{node.lineno} imports {a.name}" for a in node.names if a.name.startswith("_")]
-            elif (isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__")
-                  and node.attr not in NOT_THE_KITS and not (isinstance(node.value, ast.Name)
-                                                             and node.value.id in ("torch", "self", "cls"))):
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.attr not in NOT_THE_KITS
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("torch", "self", "cls"))
+            ):
                 found.append(f"{where}:{node.lineno} .{node.attr}")
-            elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("labkit.")
-                  and any(part.startswith("_") and not part.startswith("__") for part in node.value.split("."))):
+            elif (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("labkit.")
+                and any(part.startswith("_") and not part.startswith("__") for part in node.value.split("."))
+            ):
                 found.append(f"{where}:{node.lineno} {node.value!r}")
-    assert not found, "tests reaching into the kit's private names (make what they need public, or test it " \
-                      "through what is):\n" + "\n".join(found)
+    assert not found, (
+        "tests reaching into the kit's private names (make what they need public, or test it "
+        "through what is):\n" + "\n".join(found)
+    )

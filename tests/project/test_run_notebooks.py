@@ -15,8 +15,11 @@ def load_script():
 
 
 def timed_cell(source, start, end):
-    return {"cell_type": "code", "source": source,
-            "metadata": {"execution": {"iopub.execute_input": start, "shell.execute_reply": end}}}
+    return {
+        "cell_type": "code",
+        "source": source,
+        "metadata": {"execution": {"iopub.execute_input": start, "shell.execute_reply": end}},
+    }
 
 
 def test_slowest_cells_orders_by_duration_and_skips_untimed_and_markdown(tmp_path):
@@ -31,4 +34,6 @@ def test_slowest_cells_orders_by_duration_and_skips_untimed_and_markdown(tmp_pat
     path.write_text(json.dumps({"cells": cells}), encoding="utf-8")
     slowest = load_script().slowest_cells(str(path), 2)
     assert [(round(seconds, 2), number, first) for seconds, number, first in slowest] == [
-        (12.25, 2, "# sweep"), (3.0, 4, "medium()")]
+        (12.25, 2, "# sweep"),
+        (3.0, 4, "medium()"),
+    ]

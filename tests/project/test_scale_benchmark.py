@@ -19,7 +19,7 @@ def scale():
 def test_log_slope_reads_how_a_cost_grows(scale):
     sizes = [1_000, 10_000, 100_000]
     assert scale.log_slope(sizes, [2e-3 * n for n in sizes]) == pytest.approx(1.0)
-    assert scale.log_slope(sizes, [n ** 2 for n in sizes]) == pytest.approx(2.0)
+    assert scale.log_slope(sizes, [n**2 for n in sizes]) == pytest.approx(2.0)
     assert scale.log_slope(sizes, [5.0, 5.0, 5.0]) == pytest.approx(0.0, abs=1e-9)
 
 
@@ -33,7 +33,7 @@ def test_stores_skip_a_missing_peer_and_read_cold_after_emptying(scale, tmp_path
     # data under the project's disk, not tmpfs: a tmpfs file's pages cannot be dropped
     data = os.path.join(ROOT, "data", ".scale-test")
     monkeypatch.setenv("LABKIT_DATA", data)
-    peers = dict(scale.available_peers(), lmdb="not usable (ImportError: test); pip install -e \".[peers]\"")
+    peers = dict(scale.available_peers(), lmdb='not usable (ImportError: test); pip install -e ".[peers]"')
     scratch = os.path.join(data, "scratch")
     os.makedirs(scratch, exist_ok=True)
     try:
@@ -54,10 +54,17 @@ def test_stores_skip_a_missing_peer_and_read_cold_after_emptying(scale, tmp_path
 def test_a_cold_storage_run_is_kept_in_the_history_with_its_verdicts(scale):
     def run(rate, cached):
         return {"images_per_s": rate, "step_s": 64 / rate, "cache": {"resident_before": cached}}
-    result = {"versions": {"v2": {"warm": run(190.0, 1.0), "cold": run(176.0, 0.0)},
-                           "v3": {"warm": run(181.0, 0.99), "cold": run(192.0, 0.0)}},
-              "v3_over_v2": {"warm": 181 / 190, "cold": 192 / 176}, "v6_cold_share_of_disk": 0.92,
-              "cold_batches_images_per_s": {"random batches": 3323.0}, "disk_sequential_mb_s": 653.0}
+
+    result = {
+        "versions": {
+            "v2": {"warm": run(190.0, 1.0), "cold": run(176.0, 0.0)},
+            "v3": {"warm": run(181.0, 0.99), "cold": run(192.0, 0.0)},
+        },
+        "v3_over_v2": {"warm": 181 / 190, "cold": 192 / 176},
+        "v6_cold_share_of_disk": 0.92,
+        "cold_batches_images_per_s": {"random batches": 3323.0},
+        "disk_sequential_mb_s": 653.0,
+    }
     record = scale.cold_storage_record(result, "second run")
     assert record["note"] == "second run" and record["v3_over_v2"] == result["v3_over_v2"]
     assert record["images_per_s"] == {"v2": {"warm": 190.0, "cold": 176.0}, "v3": {"warm": 181.0, "cold": 192.0}}

@@ -1,4 +1,3 @@
-
 import numpy as np
 
 from labkit.samplers.class_balanced import ClassBalancedSampler

@@ -1,6 +1,5 @@
 """EpochTagged: the epoch travels with each index or batch into the workers, persistent ones included."""
 
-
 import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, SequentialSampler
@@ -40,7 +39,7 @@ def test_batch_samplers_are_tagged_batch_by_batch_with_plain_indices():
     tagged = EpochTagged(BatchSampler(inner, 2, drop_last=False))
     inner.set_epoch(3)
     batches = list(tagged)
-    assert batches == [inner.order(3)[k:k + 2] for k in (0, 2, 4)]
+    assert batches == [inner.order(3)[k : k + 2] for k in (0, 2, 4)]
     assert all(isinstance(b, EpochBatch) and b.epoch == 3 and all(type(i) is int for i in b) for b in batches)
 
 

@@ -1,5 +1,3 @@
-
-
 from labkit.samplers.every_sample import RandomOffsetSequentialSampler
 
 

@@ -1,4 +1,3 @@
-
 import importlib
 import pkgutil
 
@@ -123,8 +122,12 @@ def test_resume_inside_torchdata_stateful_dataloader(workers):
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     def loader():
-        return StatefulDataLoader(Indices(50), batch_size=4, num_workers=workers,
-                                  sampler=BlockShuffleSampler(50, block_size=8, window=2, seed=9))
+        return StatefulDataLoader(
+            Indices(50),
+            batch_size=4,
+            num_workers=workers,
+            sampler=BlockShuffleSampler(50, block_size=8, window=2, seed=9),
+        )
 
     full = [i for b in loader() for i in b.tolist()]
     first = loader()

@@ -46,5 +46,7 @@ def test_clear_errors_for_missing_or_empty_roots(tmp_path):
 def test_a_pack_given_as_a_folder_is_named_a_pack(encoded_pack):
     from labkit.core.errors import LabkitFileNotFoundError
 
-    with pytest.raises(LabkitFileNotFoundError, match="is a labkit pack, not an ImageFolder: open it with PackedDataset"):
+    with pytest.raises(
+        LabkitFileNotFoundError, match="is a labkit pack, not an ImageFolder: open it with PackedDataset"
+    ):
         scan_image_folder(encoded_pack)

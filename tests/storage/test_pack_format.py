@@ -276,6 +276,8 @@ def test_a_folder_given_as_a_pack_names_both_ways_out(tmp_path):
     from labkit.core.errors import LabkitFileNotFoundError
     from labkit.storage.pack_format import PackReader
 
-    with pytest.raises(LabkitFileNotFoundError, match="is a folder, not a pack file: open an ImageFolder with "
-                                                      "ImageFolderDataset, or pack it first"):
+    with pytest.raises(
+        LabkitFileNotFoundError,
+        match="is a folder, not a pack file: open an ImageFolder with ImageFolderDataset, or pack it first",
+    ):
         PackReader(str(tmp_path))

@@ -53,15 +53,17 @@ def test_pool_after_openmp_in_the_parent_does_not_hang(photos, tmp_path):
     from labkit.device.transfer import normalize_uint8
 
     pack_folder(photos, str(tmp_path / "first.pack"), decoded_size=16, workers=2, progress=False)
-    batch = next(iter(DataLoader([(normalize_uint8(torch.zeros(3, 256, 256, dtype=torch.uint8)), 0)] * 8,
-                                 batch_size=8)))
+    batch = next(
+        iter(DataLoader([(normalize_uint8(torch.zeros(3, 256, 256, dtype=torch.uint8)), 0)] * 8, batch_size=8))
+    )
     assert batch[0].shape == (8, 3, 256, 256)
     report = pack_folder(photos, str(tmp_path / "second.pack"), decoded_size=256, workers=2, progress=False)
     assert report.count == 24
 
 
-@pytest.mark.parametrize("options", [{"check": False}, {"check": True}, {"decoded_size": 16}],
-                         ids=["unchecked", "checked", "decoded"])
+@pytest.mark.parametrize(
+    "options", [{"check": False}, {"check": True}, {"decoded_size": 16}], ids=["unchecked", "checked", "decoded"]
+)
 def test_a_pack_is_the_same_bytes_at_any_worker_count(photos, tmp_path, options):
     """Workers write runs of files into the pack, each in its turn: the result must not depend on how
     many there were, and nothing else may be left in the folder."""

@@ -49,18 +49,23 @@ def test_the_same_pack_as_a_list_of_files_gives_the_same_images(photos, tmp_path
 
 
 def test_undecodable_samples_are_left_out_and_listed(tmp_path):
-    report = pack_samples([(_jpeg(1), 0), (b"not an image", 1), (tmp_path / "missing.jpg", 0), (_jpeg(2), 1)],
-                          tmp_path / "p.pack", progress=False)
+    report = pack_samples(
+        [(_jpeg(1), 0), (b"not an image", 1), (tmp_path / "missing.jpg", 0), (_jpeg(2), 1)],
+        tmp_path / "p.pack",
+        progress=False,
+    )
     assert report.count == 2 and [s["path"] for s in report.skipped] == ["sample 1", str(tmp_path / "missing.jpg")]
     assert PackReader(tmp_path / "p.pack").classes == ["0", "1"]
 
 
 def test_bad_samples_stop_the_pack_by_name_and_leave_nothing(tmp_path):
     target = tmp_path / "bad.pack"
-    for samples, error, text in [([(_jpeg(1), "cat"), (_jpeg(2), "cow")], LabkitValueError, "sample 1: label 'cow'"),
-                                 ([(_jpeg(1),)], LabkitTypeError, "sample 0 is tuple"),
-                                 ([(Image.new("RGB", (2, 2)), 0)], LabkitTypeError, "save it to bytes first"),
-                                 ([(_jpeg(1), 0, {"x": object()})], LabkitTypeError, "field 'x' is object")]:
+    for samples, error, text in [
+        ([(_jpeg(1), "cat"), (_jpeg(2), "cow")], LabkitValueError, "sample 1: label 'cow'"),
+        ([(_jpeg(1),)], LabkitTypeError, "sample 0 is tuple"),
+        ([(Image.new("RGB", (2, 2)), 0)], LabkitTypeError, "save it to bytes first"),
+        ([(_jpeg(1), 0, {"x": object()})], LabkitTypeError, "field 'x' is object"),
+    ]:
         with pytest.raises(error, match=text):
             pack_samples(samples, target, classes=["cat", "dog"] if "cow" in text else None, progress=False)
         assert os.listdir(tmp_path) == []

@@ -56,11 +56,11 @@ def test_pack_records_and_record_key_name_each_record_by_its_stored_checksum(pac
     shards = split_pack(pack, tmp_path / "shards", [6, 14])
     keys = []
     for rank in range(2):
-        ds = ShardedIterableDataset([functools.partial(pack_records, p) for p in shards], decode=record_key,
-                                    rank=rank, world_size=2)
+        ds = ShardedIterableDataset(
+            [functools.partial(pack_records, p) for p in shards], decode=record_key, rank=rank, world_size=2
+        )
         keys.append(list(ds))
     assert sorted(map(len, keys)) == [6, 14] and sorted(keys[0] + keys[1]) == sorted(reader.records["crc32"].tolist())
-
 
 
 def test_record_key_and_worker_says_which_worker_yielded_each_record(pack, tmp_path):
@@ -96,9 +96,24 @@ def test_ddp_shards_demo_stages_once_balances_steps_and_times_out_on_whole_shard
     shards = []
     for k, size in enumerate([5, 21, 8]):
         shards.append(_write_pack(str(tmp_path / f"s{k}.pack"), size))
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-               "-m", "labkit.course.ddp_shards_demo", "--local-dir", str(tmp_path / "local"), "--workers", "1", "--batch", "2",
-               "--timeout", "5", *shards]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc_per_node=2",
+        "-m",
+        "labkit.course.ddp_shards_demo",
+        "--local-dir",
+        str(tmp_path / "local"),
+        "--workers",
+        "1",
+        "--batch",
+        "2",
+        "--timeout",
+        "5",
+        *shards,
+    ]
     out = subprocess.run(command, capture_output=True, text=True, timeout=200)
     text = out.stdout
     assert sorted(os.listdir(tmp_path / "local")) == ["s0.pack", "s1.pack", "s2.pack"]

@@ -22,8 +22,10 @@ def test_data_makes_a_validation_set_of_the_same_classes_beside_it(tmp_path, cap
     from labkit.datasets.encoded_images import ImageFolderDataset
 
     root = str(tmp_path / "photos")
-    assert main(["data", "--out", root, "--n", "8", "--val", "4", "--classes", "4", "--size", "64x48",
-                 "--no-progress"]) == 0
+    assert (
+        main(["data", "--out", root, "--n", "8", "--val", "4", "--classes", "4", "--size", "64x48", "--no-progress"])
+        == 0
+    )
     train, val = ImageFolderDataset(root, size=16), ImageFolderDataset(root + "-val", size=16)
     assert len(val) == 4 and val.classes == train.classes
     shared = [p for p in val.relpaths if p in set(train.relpaths)]
@@ -71,8 +73,29 @@ def test_demo_makes_packs_verifies_and_runs_the_ablation(photos, tmp_path, capsy
     monkeypatch.setenv("LABKIT_DATA", str(tmp_path))  # the data is in the kit's folder: results go beside it
     data = str(tmp_path / "photos")
     shutil.copytree(photos, data)
-    assert main(["demo", "--data", data, "--workers", "1", "--runs", "1", "--steps", "1", "--batch", "8",
-                 "--only", "v1,v6", "--device", "cpu", "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "demo",
+                "--data",
+                data,
+                "--workers",
+                "1",
+                "--runs",
+                "1",
+                "--steps",
+                "1",
+                "--batch",
+                "8",
+                "--only",
+                "v1,v6",
+                "--device",
+                "cpu",
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "[verify] OK" in text and "images/s" in text and "v6" in text
     result = json.load(open(f"{data}-ablation.json"))
@@ -98,12 +121,15 @@ from labkit.storage.pack_format import verify_pack  # noqa: E402
 
 
 @pytest.mark.parametrize("command", ["ablation", "demo", "autotune"])
-def test_a_data_folder_that_is_missing_or_a_file_stops_at_once_and_nothing_is_made(command, tmp_path, capsys,
-                                                                                     monkeypatch):
+def test_a_data_folder_that_is_missing_or_a_file_stops_at_once_and_nothing_is_made(
+    command, tmp_path, capsys, monkeypatch
+):
     monkeypatch.setenv("LABKIT_DATA", str(tmp_path / "kit"))
     (tmp_path / "photo.jpg").write_bytes(b"")
-    for data, said in ((tmp_path / "typo", "typo: no such folder (looked for an ImageFolder"),
-                       (tmp_path / "photo.jpg", "photo.jpg is a file, not a folder")):
+    for data, said in (
+        (tmp_path / "typo", "typo: no such folder (looked for an ImageFolder"),
+        (tmp_path / "photo.jpg", "photo.jpg is a file, not a folder"),
+    ):
         assert main([command, "--data", str(data), "--no-progress"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith(f"labkit {command}: --data ") and said in err
@@ -112,11 +138,13 @@ def test_a_data_folder_that_is_missing_or_a_file_stops_at_once_and_nothing_is_ma
 
 def test_an_output_that_cannot_be_written_stops_before_any_work(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("LABKIT_DATA", str(tmp_path / "kit"))
-    for argv, said in ((["ablation", "--json", str(tmp_path / "missing" / "a.json")], "--json "),
-                       (["ablation", "--plot", str(tmp_path / "missing" / "a.png")], "--plot "),
-                       (["autotune", "--work", str(tmp_path / "missing" / "w")], "--work "),
-                       (["data", "--out", str(tmp_path / "missing" / "deeper")], "--out "),
-                       (["pack", str(tmp_path), str(tmp_path / "missing" / "x.pack")], "the pack ")):
+    for argv, said in (
+        (["ablation", "--json", str(tmp_path / "missing" / "a.json")], "--json "),
+        (["ablation", "--plot", str(tmp_path / "missing" / "a.png")], "--plot "),
+        (["autotune", "--work", str(tmp_path / "missing" / "w")], "--work "),
+        (["data", "--out", str(tmp_path / "missing" / "deeper")], "--out "),
+        (["pack", str(tmp_path), str(tmp_path / "missing" / "x.pack")], "the pack "),
+    ):
         t0 = time.perf_counter()
         assert main(argv + ["--no-progress"]) == 2
         err = capsys.readouterr().err
@@ -181,8 +209,14 @@ def _run_labkit(argv, env, signal_when=None, sig=signal.SIGINT, delay=0.0):
     (exit code, stderr, pids left in the group)."""
     import psutil
 
-    child = subprocess.Popen([sys.executable, "-m", "labkit", *argv, "--no-progress"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    child = subprocess.Popen(
+        [sys.executable, "-m", "labkit", *argv, "--no-progress"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     if signal_when is not None:
         while not signal_when() and child.poll() is None:
             time.sleep(0.01)
@@ -232,10 +266,30 @@ def test_ctrl_c_exits_130_with_one_line_its_temporaries_removed_and_no_worker_le
     pack = tmp_path / "x.pack"
     cases = [  # each interrupted once its work has started, well before it can end
         (["pack", slow_photos, str(pack), "--decoded", "256", "--workers", "2"], _appears(f"{pack}.tmp-*"), 0.0),
-        (["data", "--out", str(tmp_path / "made"), "--n", "400", "--workers", "2"],
-         _appears(f"{tmp_path}/made/*/*.jpg"), 0.0),
-        (["ablation", "--data", photos, "--only", "v1,v2", "--workers", "2", "--runs", "5", "--steps", "30",
-          "--batch", "8"], _appears(f"{tmp_path}/kit/derived/*/photos-256.pack"), 1.0),
+        (
+            ["data", "--out", str(tmp_path / "made"), "--n", "400", "--workers", "2"],
+            _appears(f"{tmp_path}/made/*/*.jpg"),
+            0.0,
+        ),
+        (
+            [
+                "ablation",
+                "--data",
+                photos,
+                "--only",
+                "v1,v2",
+                "--workers",
+                "2",
+                "--runs",
+                "5",
+                "--steps",
+                "30",
+                "--batch",
+                "8",
+            ],
+            _appears(f"{tmp_path}/kit/derived/*/photos-256.pack"),
+            1.0,
+        ),
     ]
     for argv, started, delay in cases:
         code, err, left = _run_labkit(argv, env, signal_when=started, delay=delay)
@@ -253,9 +307,13 @@ def test_a_pack_killed_at_any_moment_leaves_a_sound_pack_or_a_temporary_the_next
     rng = random.Random(0)
     killed_mid_write = 0
     for _k in range(4):
-        code, _, left = _run_labkit(["pack", slow_photos, str(target), "--decoded", "256", "--workers", "2"], env,
-                                    signal_when=_appears(f"{target}.tmp-*"), sig=signal.SIGKILL,
-                                    delay=rng.uniform(0.0, 1.0))
+        code, _, left = _run_labkit(
+            ["pack", slow_photos, str(target), "--decoded", "256", "--workers", "2"],
+            env,
+            signal_when=_appears(f"{target}.tmp-*"),
+            sig=signal.SIGKILL,
+            delay=rng.uniform(0.0, 1.0),
+        )
         assert left == [], "the pool's processes outlived their killed parent"
         if os.path.exists(target):
             verify_pack(target)  # whatever is under the name is whole

@@ -84,8 +84,10 @@ def test_an_iterable_dataset_that_splits_itself_by_worker(workers, method):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_torch_samplers_given_in_with_set_epoch(workers):
     dataset = Named(12)
-    for make in (lambda: RandomSampler(dataset, generator=torch.Generator().manual_seed(4)),
-                 lambda: DistributedSampler(dataset, num_replicas=2, rank=1, seed=3)):
+    for make in (
+        lambda: RandomSampler(dataset, generator=torch.Generator().manual_seed(4)),
+        lambda: DistributedSampler(dataset, num_replicas=2, rank=1, seed=3),
+    ):
         theirs_sampler, ours_sampler = make(), make()
         theirs = DataLoader(dataset, batch_size=4, sampler=theirs_sampler, num_workers=workers)
         ours = make_loader(dataset, batch_size=4, sampler=ours_sampler, num_workers=workers)
@@ -108,16 +110,37 @@ def test_a_generator_or_torch_manual_seed_makes_the_shuffle_repeatable():
     assert order(generator=torch.Generator().manual_seed(8)) != order(generator=torch.Generator().manual_seed(9))
 
 
-ATTRIBUTES = ("batch_size", "drop_last", "num_workers", "pin_memory", "prefetch_factor", "persistent_workers",
-              "timeout", "multiprocessing_context", "generator", "worker_init_fn")
+ATTRIBUTES = (
+    "batch_size",
+    "drop_last",
+    "num_workers",
+    "pin_memory",
+    "prefetch_factor",
+    "persistent_workers",
+    "timeout",
+    "multiprocessing_context",
+    "generator",
+    "worker_init_fn",
+)
 
 
-@pytest.mark.parametrize("kwargs", [
-    dict(batch_size=4, num_workers=0),
-    dict(batch_size=5, drop_last=True, num_workers=2, prefetch_factor=3, persistent_workers=True, timeout=30,
-         multiprocessing_context="spawn", generator=torch.Generator()),
-    dict(batch_size=None, num_workers=0),
-])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(batch_size=4, num_workers=0),
+        dict(
+            batch_size=5,
+            drop_last=True,
+            num_workers=2,
+            prefetch_factor=3,
+            persistent_workers=True,
+            timeout=30,
+            multiprocessing_context="spawn",
+            generator=torch.Generator(),
+        ),
+        dict(batch_size=None, num_workers=0),
+    ],
+)
 def test_the_attributes_trainers_read_are_a_dataloader_s(kwargs):
     dataset, sampler = Named(), SequentialSampler(range(10))
     theirs = DataLoader(dataset, sampler=sampler, **kwargs)
@@ -143,7 +166,10 @@ def test_an_iterable_dataset_s_attributes_are_a_dataloader_s():
 
 def test_a_batch_sampler_s_attributes_are_a_dataloader_s():
     batches = BatchSampler(SequentialSampler(range(10)), 3, drop_last=False)
-    ours, theirs = make_loader(Named(), batch_sampler=batches, num_workers=0), DataLoader(Named(), batch_sampler=batches)
+    ours, theirs = (
+        make_loader(Named(), batch_sampler=batches, num_workers=0),
+        DataLoader(Named(), batch_sampler=batches),
+    )
     assert ours.batch_sampler is batches and (ours.batch_size, ours.drop_last) == (theirs.batch_size, theirs.drop_last)
 
 
@@ -152,6 +178,13 @@ def test_a_loader_rebuilt_from_its_attributes_reads_the_same(tmp_path):
     the loader's attributes, with another sampler."""
     ours = make_loader(Named(12), batch_size=4, shuffle=False, num_workers=0)
     split = DistributedSampler(ours.dataset, num_replicas=2, rank=0, shuffle=False)
-    rebuilt = DataLoader(ours.dataset, batch_size=ours.batch_size, sampler=split, num_workers=ours.num_workers,
-                         collate_fn=ours.collate_fn, drop_last=ours.drop_last, pin_memory=ours.pin_memory)
+    rebuilt = DataLoader(
+        ours.dataset,
+        batch_size=ours.batch_size,
+        sampler=split,
+        num_workers=ours.num_workers,
+        collate_fn=ours.collate_fn,
+        drop_last=ours.drop_last,
+        pin_memory=ours.pin_memory,
+    )
     assert [b["y"].tolist() for b in rebuilt] == [[0, 2, 4, 6], [8, 10]]

@@ -30,8 +30,9 @@ def test_make_loader_and_the_prefetcher(photos, mode, workers, threads):
     dataset = ImageFolderDataset(photos, size=16, decode_threads=threads)
     with MODES[mode]():
         images = torch.cat([x for x, _ in make_loader(dataset, batch_size=8, shuffle=False, num_workers=workers)])
-        prepared = [x for x, _ in DevicePrefetcher(make_loader(dataset, batch_size=8, num_workers=workers),
-                                                   device="cpu")]
+        prepared = [
+            x for x, _ in DevicePrefetcher(make_loader(dataset, batch_size=8, num_workers=workers), device="cpu")
+        ]
     assert torch.equal(images, _reference(dataset)) and all(x.dtype == torch.float32 for x in prepared)
 
 
@@ -61,7 +62,6 @@ def test_an_evaluation_s_buffers_serve_the_training_after_it(photos):
     with torch.inference_mode():
         for _ in DevicePrefetcher(make_loader(dataset, batch_size=8, num_workers=0), device="cpu", buffers=buffers):
             pass
-    for images, _ in DevicePrefetcher(make_loader(dataset, batch_size=8, num_workers=0), device="cpu",
-                                      buffers=buffers):
+    for images, _ in DevicePrefetcher(make_loader(dataset, batch_size=8, num_workers=0), device="cpu", buffers=buffers):
         images.mul_(1.0)  # training writes in place into what evaluation allocated
     assert buffers.reused > 0

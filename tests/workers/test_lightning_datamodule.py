@@ -39,11 +39,20 @@ class Recorder(pl.LightningModule):
 
 def _fit(tmp_path, max_steps, ckpt_path=None, every=None, workers=0):
     model = Recorder()
-    callbacks = [pl.callbacks.ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=every, save_top_k=-1)] \
-        if every else []
-    trainer = pl.Trainer(max_steps=max_steps, accelerator="cpu", devices=1, logger=False, callbacks=callbacks,
-                         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-                         enable_checkpointing=bool(every))
+    callbacks = (
+        [pl.callbacks.ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=every, save_top_k=-1)] if every else []
+    )
+    trainer = pl.Trainer(
+        max_steps=max_steps,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        callbacks=callbacks,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        enable_checkpointing=bool(every),
+    )
     trainer.fit(model, LabkitDataModule(Indexed(), batch_size=4, num_workers=workers, seed=3), ckpt_path=ckpt_path)
     return model.seen
 

@@ -53,18 +53,19 @@ def test_labkit_profile_switch_needs_no_code_change(decoded_pack):
                 pass
     """)
     env = {**os.environ, "LABKIT_PROFILE": "1"}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
-                         cwd=ROOT)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stderr.count("[LABKIT_PROFILE] epoch 1") == 2 and "images/s" in out.stderr
     env["LABKIT_PROFILE"] = "0"
-    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120,
-                           cwd=ROOT)
+    quiet = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, cwd=ROOT
+    )
     assert "LABKIT_PROFILE" not in quiet.stderr
 
 
-def test_a_damaged_sample_through_the_factory_is_named_and_leaves_nothing_behind(decoded_pack, tmp_path,
-                                                                                 monkeypatch, no_leaks):
+def test_a_damaged_sample_through_the_factory_is_named_and_leaves_nothing_behind(
+    decoded_pack, tmp_path, monkeypatch, no_leaks
+):
     monkeypatch.delenv("LABKIT_PROFILE", raising=False)
     damaged = str(tmp_path / "damaged.pack")
     shutil.copy(decoded_pack, damaged)
@@ -116,8 +117,9 @@ def test_the_default_seed_follows_torch_manual_seed_or_the_generator():
         torch.manual_seed(11)
         orders.append(_order(make_loader(Indices(30), batch_size=4, num_workers=0)))
     assert orders[0] == orders[1]
-    seeded = [_order(make_loader(Indices(30), num_workers=0, generator=torch.Generator().manual_seed(3)))
-              for _ in range(2)]
+    seeded = [
+        _order(make_loader(Indices(30), num_workers=0, generator=torch.Generator().manual_seed(3))) for _ in range(2)
+    ]
     assert seeded[0] == seeded[1]
 
 
@@ -198,8 +200,9 @@ def test_batch_slots_give_the_batches_of_the_plain_loader(encoded_pack):
 
     ds = PackedDataset(encoded_pack, "simplejpeg", crop=RandomResizedCrop(16, seed=2), decode_threads=1)
     plain = make_loader(ds, batch_size=5, seed=4, num_workers=2, multiprocessing_context="fork")
-    slots = make_loader(ds, batch_size=5, seed=4, num_workers=2, multiprocessing_context="fork", batch_slots=True,
-                        prefetch_factor=2)
+    slots = make_loader(
+        ds, batch_size=5, seed=4, num_workers=2, multiprocessing_context="fork", batch_slots=True, prefetch_factor=2
+    )
     assert slots.num_workers == 2 and slots.prefetch_factor == 2 and slots.batch_size == 5
     for epoch in range(2):
         assert all(torch.equal(a, b) for a, b in zip(_images(plain), _images(slots), strict=True)), epoch

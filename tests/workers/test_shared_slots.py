@@ -25,8 +25,10 @@ class Numbered(Dataset):
 
 
 def expected(indices):
-    return (torch.stack([torch.full((3, 8, 8), i % 256, dtype=torch.uint8) for i in indices]),
-            torch.tensor([i % 3 for i in indices]))
+    return (
+        torch.stack([torch.full((3, 8, 8), i % 256, dtype=torch.uint8) for i in indices]),
+        torch.tensor([i % 3 for i in indices]),
+    )
 
 
 def batches_of(n, batch_size):
@@ -85,8 +87,9 @@ def test_the_workers_send_back_slot_numbers_not_images():
 
 def test_a_kept_batch_is_never_overwritten():
     dataset = Numbered(40)
-    loader = SlotLoader(dataset, batch_size=4, sampler=SequentialSampler(dataset), num_workers=2,
-                        prefetch_factor=2, slots=16)
+    loader = SlotLoader(
+        dataset, batch_size=4, sampler=SequentialSampler(dataset), num_workers=2, prefetch_factor=2, slots=16
+    )
     kept = list(loader)  # 10 batches, all held: 10 of the 16 slots stay taken
     first_row = kept[0][0][0]  # a view of a view still holds its slot
     del kept[0]
@@ -99,8 +102,9 @@ def test_a_kept_batch_is_never_overwritten():
 
 def test_keeping_more_batches_than_there_are_slots_raises_instead_of_overwriting():
     dataset = Numbered(40)
-    loader = SlotLoader(dataset, batch_size=4, sampler=SequentialSampler(dataset), num_workers=2,
-                        prefetch_factor=2, slots=7)
+    loader = SlotLoader(
+        dataset, batch_size=4, sampler=SequentialSampler(dataset), num_workers=2, prefetch_factor=2, slots=7
+    )
     with pytest.raises(RuntimeError, match="all 7 batch slots are in use"):
         list(loader)
 
@@ -131,8 +135,9 @@ def test_a_sample_of_another_shape_is_named():
 @pytest.mark.cuda
 def test_pinned_batches_are_copies_that_free_their_slot_at_once():
     dataset = Numbered(40)
-    loader = SlotLoader(dataset, batch_size=4, sampler=SequentialSampler(dataset), num_workers=2, pin_memory=True,
-                        slots=6)  # 4 in flight + 2: keeping all 10 batches fits only if they are copies
+    loader = SlotLoader(
+        dataset, batch_size=4, sampler=SequentialSampler(dataset), num_workers=2, pin_memory=True, slots=6
+    )  # 4 in flight + 2: keeping all 10 batches fits only if they are copies
     kept = list(loader)
     assert all(images.is_pinned() for images, _ in kept)
     for (images, _labels), indices in zip(kept, batches_of(40, 4)):

@@ -49,7 +49,9 @@ def test_clips_are_made_whole_and_resumable(clips):
 @pytest.mark.timeout(60)
 def test_two_stages_give_what_one_stage_gives(clips):
     single = ClipFolderDataset(clips, SPEC.frames, (SPEC.height, SPEC.width), out=32)
-    pipe = StagedPipeline(_folders(clips), _stage1(), _stage2, (4, 48, 64, 3), num_decoders=2, num_transformers=1, slots=3)
+    pipe = StagedPipeline(
+        _folders(clips), _stage1(), _stage2, (4, 48, 64, 3), num_decoders=2, num_transformers=1, slots=3
+    )
     results = dict(pipe)
     assert sorted(results) == list(range(6))
     for k in range(6):
@@ -57,8 +59,6 @@ def test_two_stages_give_what_one_stage_gives(clips):
     assert pipe.shm is None and multiprocessing.active_children() == []
     reference = np.asarray(transform_clip(decode_clip(single.clip_path(2), 4, (48, 64)), 32, 40))
     assert np.array_equal(results[2], reference)
-
-
 
 
 @pytest.mark.timeout(60)
@@ -149,8 +149,11 @@ class _KillsItsProcess:
 
         if (item if isinstance(item, int) else int(item.flat[0])) == self.at:
             threading.Timer(self.delay, os.kill, (os.getpid(), signal.SIGKILL)).start()
-        return np.full((8, 8), item if isinstance(item, int) else item.flat[0], np.uint8) if self.out == "array" \
-            else torch.full((3, 32, 32), int(item.flat[0]), dtype=torch.uint8)  # a tensor: handed over by descriptor
+        return (
+            np.full((8, 8), item if isinstance(item, int) else item.flat[0], np.uint8)
+            if self.out == "array"
+            else torch.full((3, 32, 32), int(item.flat[0]), dtype=torch.uint8)
+        )  # a tensor: handed over by descriptor
 
 
 def _to_array(item):
@@ -174,18 +177,27 @@ def test_a_stage_process_killed_at_any_moment_is_named_every_time(context, no_le
     runs = 30 if context == "fork" else 15  # each forkserver run starts two fresh processes
     for run in range(runs):
         stage = rng.choice([1, 2])
-        killer = _KillsItsProcess(at=rng.randrange(4, 16), delay=rng.uniform(0.0, 0.02),
-                                  out="array" if stage == 1 else "tensor")
-        pipe = StagedPipeline(list(range(40)), killer if stage == 1 else _to_array,
-                              killer if stage == 2 else _to_tensor, (8, 8), slots=rng.choice([2, 4]), context=context)
+        killer = _KillsItsProcess(
+            at=rng.randrange(4, 16), delay=rng.uniform(0.0, 0.02), out="array" if stage == 1 else "tensor"
+        )
+        pipe = StagedPipeline(
+            list(range(40)),
+            killer if stage == 1 else _to_array,
+            killer if stage == 2 else _to_tensor,
+            (8, 8),
+            slots=rng.choice([2, 4]),
+            context=context,
+        )
         try:
             for _ in pipe:
                 pass
             error = None
         except Exception as e:  # noqa: BLE001 - judged below
             error = e
-        if not (isinstance(error, PipelineError)
-                and re.search(rf"stage{stage}-0 \(pid \d+\) died \(exit code -9, killed by SIGKILL\)", str(error))):
+        if not (
+            isinstance(error, PipelineError)
+            and re.search(rf"stage{stage}-0 \(pid \d+\) died \(exit code -9, killed by SIGKILL\)", str(error))
+        ):
             wrong.append(f"run {run} (stage {stage} killed): {type(error).__name__}: {error}")
         assert multiprocessing.active_children() == [] and not segment_exists(pipe.segment)
     assert not wrong, f"{len(wrong)} of {runs} runs did not name the killed stage:\n" + "\n".join(wrong[:5])
@@ -196,8 +208,11 @@ def test_a_stage_killed_after_the_last_item_is_still_named(no_leaks):
     # the kill lands after every result has arrived: the data is whole, but a stage did not end by itself
     pipe = StagedPipeline(list(range(12)), _KillsItsProcess(at=11, delay=0.3, out="array"), _to_tensor, (8, 8), slots=2)
     got = []
-    with pytest.raises(PipelineError, match=r"stage1-0 \(pid \d+\) died \(exit code -9, killed by SIGKILL\) while the "
-                                            "pipeline ran: every item was delivered"):
+    with pytest.raises(
+        PipelineError,
+        match=r"stage1-0 \(pid \d+\) died \(exit code -9, killed by SIGKILL\) while the "
+        "pipeline ran: every item was delivered",
+    ):
         for index, _ in pipe:
             got.append(index)
     assert sorted(got) == list(range(12))

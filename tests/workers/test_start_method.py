@@ -28,5 +28,7 @@ def test_in_a_process_group_make_loader_s_workers_start_from_a_fork_server(monke
     assert loader.multiprocessing_context.get_start_method() == "forkserver"
     assert [b["y"].tolist() for b in loader] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert make_loader(Named(8), num_workers=0).multiprocessing_context is None  # no workers, nothing to start
-    assert torch.equal(next(iter(make_loader(Named(8), batch_size=2, shuffle=False, num_workers=0)))["x"],
-                       torch.tensor([[0.0, 0.0], [1.0, 1.0]]))
+    assert torch.equal(
+        next(iter(make_loader(Named(8), batch_size=2, shuffle=False, num_workers=0)))["x"],
+        torch.tensor([[0.0, 0.0], [1.0, 1.0]]),
+    )

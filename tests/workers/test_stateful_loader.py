@@ -123,6 +123,7 @@ def test_the_loader_passes_the_dataloader_s_attributes_through():
 
 # -- a training loop killed with SIGKILL, restarted from its checkpoint ---------------------------------
 
+
 class CroppedWithIndex(Dataset):
     """A pack's random-resized crops, each with its index: what the loop trained on is known exactly, crops too."""
 
@@ -141,8 +142,12 @@ def _train(pack, checkpoint, log, workers, step_seconds, torch_seed):
     sampler seed drawn from torch's generator. It runs in a forked process: only the checkpoint carries over."""
     torch.set_num_threads(1)  # forked from pytest: keep native thread pools out of it, as DataLoader workers do
     torch.manual_seed(torch_seed)
-    loader = make_loader(CroppedWithIndex(pack), batch_size=BATCH, num_workers=workers,
-                         sampler=BlockShuffleSampler(N, block_size=16, window=2, seed=11))
+    loader = make_loader(
+        CroppedWithIndex(pack),
+        batch_size=BATCH,
+        num_workers=workers,
+        sampler=BlockShuffleSampler(N, block_size=16, window=2, seed=11),
+    )
     step, trained = 0, []  # trained: what the "model" has learnt from, saved with the loader state
     if os.path.exists(checkpoint):
         state = load_checkpoint(checkpoint)
@@ -162,8 +167,7 @@ def _train(pack, checkpoint, log, workers, step_seconds, torch_seed):
 @pytest.fixture(scope="module")
 def small_pack(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
-    make_photos(str(root / "photos"), PhotoSpec(n=N, classes=4, width=64, height=48, seed=5), workers=1,
-                progress=False)
+    make_photos(str(root / "photos"), PhotoSpec(n=N, classes=4, width=64, height=48, seed=5), workers=1, progress=False)
     pack_folder(str(root / "photos"), str(root / "photos.pack"), workers=1, progress=False)
     return str(root / "photos.pack")
 
@@ -174,8 +178,9 @@ def _lines(log):
 
 
 @pytest.mark.parametrize("workers_before,workers_after", [(0, 0), (2, 2), (2, 1), (0, 2)])
-def test_sigkill_mid_epoch_then_restart_sees_every_sample_once_with_the_same_crops(small_pack, tmp_path,
-                                                                                  workers_before, workers_after):
+def test_sigkill_mid_epoch_then_restart_sees_every_sample_once_with_the_same_crops(
+    small_pack, tmp_path, workers_before, workers_after
+):
     files = {name: str(tmp_path / name) for name in ("ckpt.pt", "reference.pt", "first", "second", "whole")}
     context = multiprocessing.get_context("fork")
     reference = context.Process(target=_train, args=(small_pack, files["reference.pt"], files["whole"], 0, 0, 5))

@@ -82,7 +82,11 @@ def test_killed_worker_is_named_with_its_samples_and_nothing_is_left_behind(no_l
         list(loader)
     message = str(err.value)
     assert "a worker died" in message and "out-of-memory" in message
-    assert "worker 1" in message and "dead (exit code -9, killed by SIGKILL)" in message and "fetching samples [6, 7]" in message
+    assert (
+        "worker 1" in message
+        and "dead (exit code -9, killed by SIGKILL)" in message
+        and "fetching samples [6, 7]" in message
+    )
     assert multiprocessing.active_children() == []
 
 
@@ -171,8 +175,11 @@ def test_under_every_start_method_a_stuck_worker_is_named_with_its_stack(method,
 @pytest.mark.parametrize("method", START_METHODS)
 def test_under_every_start_method_a_killed_worker_is_named(method, no_leaks):
     loader = watched_loader(DiesAt(stuck=6), timeout=20, batch_size=2, num_workers=2, multiprocessing_context=method)
-    with pytest.raises(LoaderWorkerError, match=r"worker 1 \(pid \d+\): dead \(exit code -9, killed by SIGKILL\), "
-                                                r"fetching samples \[6, 7\]"):
+    with pytest.raises(
+        LoaderWorkerError,
+        match=r"worker 1 \(pid \d+\): dead \(exit code -9, killed by SIGKILL\), "
+        r"fetching samples \[6, 7\]",
+    ):
         list(loader)
     assert multiprocessing.active_children() == []
 
@@ -192,8 +199,14 @@ def test_under_every_start_method_a_raising_worker_keeps_its_error(method, no_le
 @pytest.mark.parametrize("method", START_METHODS)
 def test_under_every_start_method_a_worker_still_starting_is_no_hang(method, no_leaks):
     # every worker takes 2 s to start, four times the timeout: the epoch must still finish
-    loader = watched_loader(StuckAt(stuck=-1), timeout=0.5, batch_size=4, num_workers=2,
-                            worker_init_fn=SlowInit(2.0), multiprocessing_context=method)
+    loader = watched_loader(
+        StuckAt(stuck=-1),
+        timeout=0.5,
+        batch_size=4,
+        num_workers=2,
+        worker_init_fn=SlowInit(2.0),
+        multiprocessing_context=method,
+    )
     assert [int(x) for b in loader for x in b] == list(range(16))
     assert loader.last_startup_s >= 2.0
 
@@ -203,8 +216,14 @@ def test_a_worker_that_never_finishes_starting_is_reported_as_starting(monkeypat
     import labkit.workers.watchdog as watchdog
 
     monkeypatch.setattr(watchdog, "STARTUP_LIMIT_S", 1.0)
-    loader = watched_loader(StuckAt(stuck=-1), timeout=0.5, batch_size=4, num_workers=2,
-                            worker_init_fn=SlowInit(60), multiprocessing_context="fork")
+    loader = watched_loader(
+        StuckAt(stuck=-1),
+        timeout=0.5,
+        batch_size=4,
+        num_workers=2,
+        worker_init_fn=SlowInit(60),
+        multiprocessing_context="fork",
+    )
     with pytest.raises(LoaderHangError) as err:
         list(loader)
     message = str(err.value)
@@ -234,8 +253,9 @@ def test_a_broken_connection_with_every_worker_alive_is_reraised_and_says_so(tmp
     from labkit.core.shared_log import SharedLog
 
     monkeypatch.setattr(watchdog, "DEATH_WAIT_S", 0.1)
-    loader = watchdog.WatchedLoader(_LoaderWhoseConnectionBreaksForAnotherReason(), timeout=1,
-                                    dump_dir=str(tmp_path), log=SharedLog())
+    loader = watchdog.WatchedLoader(
+        _LoaderWhoseConnectionBreaksForAnotherReason(), timeout=1, dump_dir=str(tmp_path), log=SharedLog()
+    )
     with pytest.raises(ConnectionResetError) as err:
         next(iter(loader))
     assert any("every worker was still alive" in n for n in err.value.__notes__)

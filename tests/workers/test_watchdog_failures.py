@@ -35,8 +35,12 @@ class Numbers:
 
 
 def test_wrappers_pass_samples_and_attributes_through():
-    for wrapped in (StuckAt(Numbers(), [99]), KilledAt(Numbers(), [99]), SlowAt(Numbers(), {99: 1}),
-                    LockedDataset(Numbers())):
+    for wrapped in (
+        StuckAt(Numbers(), [99]),
+        KilledAt(Numbers(), [99]),
+        SlowAt(Numbers(), {99: 1}),
+        LockedDataset(Numbers()),
+    ):
         assert len(wrapped) == 12 and wrapped[5][1] == 2 and wrapped.sample_path(3) == "numbers/3.bin"
         assert not hasattr(wrapped, "__getitems__")  # the loader must call our __getitem__
     index, image, label = IndexedDataset(Numbers())[7]
@@ -86,13 +90,15 @@ def test_hoarding_collate_keeps_every_batch():
 def test_a_lock_held_at_fork_hangs_the_worker_and_forkserver_does_not():
     # (no no_leaks here: the forkserver keeps its own pipes open for the rest of the process, by design)
     holder = hold_lock(60)
-    loader = watched_loader(LockedDataset(Numbers()), timeout=2, batch_size=4, num_workers=1,
-                            multiprocessing_context="fork")
+    loader = watched_loader(
+        LockedDataset(Numbers()), timeout=2, batch_size=4, num_workers=1, multiprocessing_context="fork"
+    )
     with pytest.raises(LoaderHangError, match="acquire|__getitem__"):
         for _ in loader:
             pass
-    loader = watched_loader(LockedDataset(Numbers()), timeout=20, batch_size=4, num_workers=1,
-                            multiprocessing_context="forkserver")
+    loader = watched_loader(
+        LockedDataset(Numbers()), timeout=20, batch_size=4, num_workers=1, multiprocessing_context="forkserver"
+    )
     assert sum(len(labels) for _, labels in loader) == 12  # a fresh interpreter has its own, free lock
     assert holder.holding  # ...while this process's lock was still held
     holder.release()

@@ -1,12 +1,12 @@
 """A worker killed at a random moment is named every time, whatever the scheduler runs first.
 
-A worker starts a timer that SIGKILLs its own process a random moment after it begins the chosen
-batch: before it has collated that batch, while it hands it over (the main process is then
-receiving the batch's tensors through the worker's file-descriptor sharer), or after. The main
-loop sometimes consumes at once and sometimes dawdles, so 0, 1 or 2 batches are waiting when the
-worker dies. Every run must end in `LoaderWorkerError` naming the dead worker, with no process
-left, for `watched_loader` (what ``make_loader(hang_timeout=...)`` returns) and for `SlotLoader`; the test as a whole must leave no /dev/shm segment or descriptor behind. Runs idle and with
-a busy loop on every core beside it (the order of events changes with the load).
+A worker starts a timer that SIGKILLs its own process a random moment after it begins the chosen batch: before it has
+collated that batch, while it hands it over (the main process is then receiving the batch's tensors through the worker's
+file-descriptor sharer), or after. The main loop sometimes consumes at once and sometimes dawdles, so 0, 1 or 2 batches
+are waiting when the worker dies. Every run must end in `LoaderWorkerError` naming the dead worker, with no process
+left, for `watched_loader` (what ``make_loader(hang_timeout=...)`` returns) and for `SlotLoader`; the test as a whole
+must leave no /dev/shm segment or descriptor behind. Runs idle and with a busy loop on every core beside it (the order
+of events changes with the load).
 """
 
 from __future__ import annotations
@@ -53,10 +53,14 @@ def one_run(rng: random.Random, context: str, kind: str = "watched"):
     batch = rng.randrange(0, WORKERS * (batches_per_worker - 4))  # its worker has 4 batches more to make
     kill_at = batch * BATCH + rng.randrange(BATCH)
     dataset = KillsItself(kill_at, rng.uniform(0.0, 0.015))  # a batch takes about 5 ms to make
-    options = dict(batch_size=BATCH, num_workers=WORKERS, prefetch_factor=rng.choice([1, 2]),
-                   multiprocessing_context=context)
-    loader = (watched_loader(dataset, timeout=30, **options) if kind == "watched"
-              else SlotLoader(dataset, shuffle=False, image_shape=(3, 48, 48), **options))
+    options = dict(
+        batch_size=BATCH, num_workers=WORKERS, prefetch_factor=rng.choice([1, 2]), multiprocessing_context=context
+    )
+    loader = (
+        watched_loader(dataset, timeout=30, **options)
+        if kind == "watched"
+        else SlotLoader(dataset, shuffle=False, image_shape=(3, 48, 48), **options)
+    )
     dawdle = rng.choice([0.0, 0.005, 0.02])
     try:
         for _ in range(2):  # a persistent worker that died after the last batch is found when the next epoch starts
@@ -91,8 +95,11 @@ def context(request):
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("load", ["idle", "busy cores"])
 def test_a_worker_killed_at_any_moment_is_named_every_time(context, load, no_leaks):
-    busy = ([subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
-            if load == "busy cores" else [])
+    busy = (
+        [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 1)]
+        if load == "busy cores"
+        else []
+    )
     try:
         wrong = stress(runs=50 if load == "idle" else 20, context=context, seed=len(context) * 10 + len(load))
     finally:

@@ -40,9 +40,11 @@ def test_only_a_live_worker_that_installed_its_handler_is_asked_for_its_stack(tm
 
 
 def test_the_stack_is_the_worker_loop_s_thread_most_recent_call_first(tmp_path):
-    dump = ("Thread 0x1 (most recent call first):\n  File \"queue.py\", line 180 in get\n\n"
-            "Current thread 0x2 (most recent call first):\n  File \"mount.py\", line 7 in wait_for_dead_mount\n"
-            "  File \"fetch.py\", line 52 in fetch\n  File \"worker.py\", line 309 in _worker_loop\n")
+    dump = (
+        'Thread 0x1 (most recent call first):\n  File "queue.py", line 180 in get\n\n'
+        'Current thread 0x2 (most recent call first):\n  File "mount.py", line 7 in wait_for_dead_mount\n'
+        '  File "fetch.py", line 52 in fetch\n  File "worker.py", line 309 in _worker_loop\n'
+    )
     (tmp_path / "worker-0.txt").write_text(dump)
     stack = worker_stack(str(tmp_path), 0)
     assert stack[0].strip().startswith('File "mount.py"') and len(stack) == 3
@@ -51,8 +53,12 @@ def test_the_stack_is_the_worker_loop_s_thread_most_recent_call_first(tmp_path):
 
 def test_the_last_fetch_of_each_worker_and_every_fetch_that_raised():
     log = SharedLog("labkit-test-marks-")
-    for record in ({"worker": 0, "event": "start", "indices": [0]}, {"worker": 0, "event": "end", "indices": [0]},
-                   {"worker": 1, "event": "start", "indices": [1]}, {"worker": 0, "event": "error", "indices": [2]}):
+    for record in (
+        {"worker": 0, "event": "start", "indices": [0]},
+        {"worker": 0, "event": "end", "indices": [0]},
+        {"worker": 1, "event": "start", "indices": [1]},
+        {"worker": 0, "event": "error", "indices": [2]},
+    ):
         log.append(record)
     assert {w: r["event"] for w, r in last_fetches(log).items()} == {0: "error", 1: "start"}
     assert [r["indices"] for r in failed_fetches(log)] == [[2]]
