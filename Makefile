@@ -19,11 +19,14 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	LABKIT_QUICK=$${LABKIT_QUICK-1} $(BIN)/labkit demo $(if $(DATA),--data $(DATA))
 
-# Unit tests (tests/browser drives the panels in JupyterLab with a Chromium, skipped when none is found),
+# The lint and the format (ruff, configured in pyproject.toml), unit tests (tests/browser drives the panels in
+# JupyterLab with a Chromium, skipped when none is found),
 # then every notebook under nbval in quick mode; the sanitize file keeps paths, addresses and timings out of
 # the comparison of the cells marked # NBVAL_CHECK_OUTPUT. -rfEs: the last lines name every failure, error
 # (a fixture's check after its test, such as no_leaks) and skip with its reason.
 test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	LABKIT_QUICK=1 $(BIN)/python -m pytest -rfEs tests $(if $(NOTEBOOKS),--nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NOTEBOOKS))
 
 # The course: JupyterLab on notebooks/ (quick mode unless LABKIT_QUICK=0), on a free port with a fresh

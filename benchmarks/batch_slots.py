@@ -13,12 +13,12 @@ import argparse
 import dataclasses
 from statistics import median
 
-from labkit.bench.ablation import measure_version
-from labkit.bench.ablation_loaders import fastest_decoder
-from labkit.bench.ablation_versions import VERSIONS, AblationSettings
-from labkit.bench.workspace import prepare
 from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info
+from labkit.harness.ablation import measure_version
+from labkit.harness.ablation_loaders import fastest_decoder
+from labkit.harness.ablation_versions import VERSIONS, AblationSettings
+from labkit.harness.workspace import prepare
 from labkit.measure.result_files import result_path, write_result
 
 

@@ -41,10 +41,6 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
-from labkit.bench.ablation import measure_version
-from labkit.bench.ablation_versions import VERSIONS, AblationSettings
-from labkit.bench.synthetic_data import make_photos
-from labkit.bench.workspace import OUTPUT_SIZE, data_root, prepare
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch, time_calls
@@ -53,6 +49,10 @@ from labkit.decode.pil_crop import displayed_hw
 from labkit.decode.pil_decoders import open_image
 from labkit.decode.random_crop import RandomResizedCrop, decode_box
 from labkit.decode.registry import DECODERS, decode_image
+from labkit.harness.ablation import measure_version
+from labkit.harness.ablation_versions import VERSIONS, AblationSettings
+from labkit.harness.synthetic_data import make_photos
+from labkit.harness.workspace import OUTPUT_SIZE, data_root, prepare
 from labkit.measure.loader_timing import spread_indices
 from labkit.measure.result_files import result_path, write_result
 from labkit.measure.verdict import goal_outcome

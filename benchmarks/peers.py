@@ -27,13 +27,13 @@ from PIL import Image
 from torch.utils.data import DataLoader
 from torchvision import transforms
 
-from labkit.bench.ablation_loaders import build_loader, device_batches
-from labkit.bench.ablation_versions import VERSIONS, AblationSettings
-from labkit.bench.workspace import OUTPUT_SIZE, prepare
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch, time_calls
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD
+from labkit.harness.ablation_loaders import build_loader, device_batches
+from labkit.harness.ablation_versions import VERSIONS, AblationSettings
+from labkit.harness.workspace import OUTPUT_SIZE, prepare
 from labkit.measure.result_files import result_path, write_result
 from labkit.measure.verdict import judge
 

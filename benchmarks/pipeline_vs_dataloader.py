@@ -18,13 +18,13 @@ import statistics
 
 from torch.utils.data import DataLoader
 
-from labkit.bench.clips import ClipFolderDataset, decode_clip, transform_clip
-from labkit.bench.synthetic_data import ClipSpec, make_clips
-from labkit.bench.workspace import data_root
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch
 from labkit.core.user_paths import require_folder
+from labkit.harness.clips import ClipFolderDataset, decode_clip, transform_clip
+from labkit.harness.synthetic_data import ClipSpec, make_clips
+from labkit.harness.workspace import data_root
 from labkit.measure.result_files import result_path, write_result
 from labkit.workers.staged_pipeline import StagedPipeline
 

@@ -32,8 +32,6 @@ import numpy as np
 import torch
 from PIL import Image
 
-from labkit.bench.synthetic_data import make_photos
-from labkit.bench.workspace import data_root, prepare
 from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import time_calls
@@ -42,6 +40,8 @@ from labkit.decode.jpeg_orientation import rotates
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.resize import chw_view, psnr, resize_uint8
 from labkit.decode.simplejpeg_decoder import as_displayed, decode_scaled, simplejpeg_header
+from labkit.harness.synthetic_data import make_photos
+from labkit.harness.workspace import data_root, prepare
 from labkit.measure.result_files import result_path, write_result
 from labkit.storage.pack_format import PackReader
 from labkit.workers.thread_budget import torch_threads

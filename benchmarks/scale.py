@@ -2,7 +2,7 @@
 """How labkit's costs grow with the data set: packing, other stores, opening, workers' memory, cold storage.
 
 Every series runs over data sets of N small photo-like images (64x64, a few KB each, made by
-`labkit.bench.synthetic_data.make_photos` under the data folder, kept between runs) and is drawn on a log-log
+`labkit.harness.synthetic_data.make_photos` under the data folder, kept between runs) and is drawn on a log-log
 plot with its slope: 1.0 is a cost that grows as the data does, more is a cost that grows faster.
 
 * packing: `labkit pack` (encoded, and decoded) against WebDataset's ``ShardWriter`` and MosaicML
@@ -40,11 +40,6 @@ from typing import Any
 
 import numpy as np
 
-from labkit.bench.ablation import measure_version
-from labkit.bench.ablation_versions import VERSIONS, AblationSettings
-from labkit.bench.naive_datasets import NaivePathListDataset, PathTableDataset
-from labkit.bench.synthetic_data import PhotoSpec, make_photos
-from labkit.bench.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
 from labkit.core.environment import usable_cpus
 from labkit.core.machine import describe_machine, machine_info
 from labkit.core.timing import Stopwatch
@@ -52,6 +47,11 @@ from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
 from labkit.decode.pil_decoders import check_decodable
 from labkit.diagnose.soak import trace_worker_memory
+from labkit.harness.ablation import measure_version
+from labkit.harness.ablation_versions import VERSIONS, AblationSettings
+from labkit.harness.naive_datasets import NaivePathListDataset, PathTableDataset
+from labkit.harness.synthetic_data import PhotoSpec, make_photos
+from labkit.harness.workspace import OUTPUT_SIZE, Workspace, course_workspace, data_root, prepare
 from labkit.measure.page_cache import empty_page_cache, resident_share
 from labkit.measure.process_memory import rss_bytes
 from labkit.measure.result_files import result_path, write_result

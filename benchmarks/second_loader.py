@@ -20,7 +20,6 @@ from statistics import median
 
 import torch
 
-from labkit.bench.workspace import prepare
 from labkit.core.cpus import cpu_budget
 from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info
@@ -29,6 +28,7 @@ from labkit.core.wording import count
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.random_crop import RandomResizedCrop
+from labkit.harness.workspace import prepare
 from labkit.measure.process_memory import tree_memory_bytes, tree_memory_measure
 from labkit.measure.result_files import result_path, write_result
 from labkit.workers.loader_factory import make_loader

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Soak: many epochs with 2 persistent workers; memory per process per epoch, open fds and /dev/shm after.
 
-Reads the encoded pack of ``--data`` (made, packed and verified by `labkit.bench.workspace.prepare`
+Reads the encoded pack of ``--data`` (made, packed and verified by `labkit.harness.workspace.prepare`
 when missing: 256 images in quick mode) through `make_loader` with persistent workers, and reads
 every memory figure of the main process and of each worker after their first batches and at the end
 of every epoch (`labkit.diagnose.soak`). It flags any process whose unique anonymous memory (what a leak or
@@ -19,12 +19,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from labkit.bench.workspace import OUTPUT_SIZE, prepare
 from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info, os_name
 from labkit.core.user_paths import check_output_file
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.diagnose.soak import SoakReport, run_soak
+from labkit.harness.workspace import OUTPUT_SIZE, prepare
 from labkit.measure.page_cache import resident_fraction
 from labkit.measure.process_memory import MEASURES
 from labkit.measure.result_files import result_path, write_result

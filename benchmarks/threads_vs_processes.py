@@ -23,11 +23,11 @@ from collections.abc import Iterator
 from statistics import median
 from typing import Any
 
-from labkit.bench.synthetic_data import PhotoSpec, make_photos
-from labkit.bench.workspace import data_root, prepare
 from labkit.core.cpus import cpu_budget
 from labkit.core.environment import quick_mode
 from labkit.core.machine import describe_machine, machine_info
+from labkit.harness.synthetic_data import PhotoSpec, make_photos
+from labkit.harness.workspace import data_root, prepare
 from labkit.measure.result_files import result_path, write_result
 
 LOADERS = ("threads", "processes")

@@ -46,8 +46,6 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.bench.synthetic_data import PhotoSpec, make_photos
-from labkit.bench.workspace import data_root, derived_folder, prepare
 from labkit.collate.batching import stack_uint8
 from labkit.core.environment import quick_mode, usable_cpus
 from labkit.core.machine import describe_machine, machine_info
@@ -60,6 +58,8 @@ from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.registry import DECODERS
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
+from labkit.harness.synthetic_data import PhotoSpec, make_photos
+from labkit.harness.workspace import data_root, derived_folder, prepare
 from labkit.measure.result_files import result_path, write_result
 from labkit.measure.verdict import judge
 from labkit.workers.loader_factory import make_loader

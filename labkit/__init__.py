@@ -1,7 +1,7 @@
 """labkit: measured, reusable PyTorch data-loading pieces, laid out in the order the data flows.
 
 Each sub-package is a layer (``core``, ``decode``, ``storage``, ``datasets``, ``samplers``, ``collate``, ``workers``,
-``device``, ``distributed``), or reads them (``measure``, ``diagnose``), or stands on them (``bench``, ``course``,
+``device``, ``distributed``), or reads them (``measure``, ``diagnose``), or stands on them (``harness``, ``course``,
 ``tools``). What each may import is written once, in `LAYERS` (`labkit.core.layers`); no module uses another's
 private names.
 

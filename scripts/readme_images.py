@@ -1,7 +1,7 @@
 """Make the README's pictures in docs/images/: none of them is drawn by hand.
 
 - ``ablation.png``: each ablation version's speed-up over v1, from the reports in benchmarks/results/
-  (`labkit.bench.ablation_report`);
+  (`labkit.harness.ablation_report`);
 - ``sampler_tradeoff.png``: randomness against locality of the sampler orders on the course's quick
   data set (`labkit.samplers.order_scores`, as in notebook 02);
 - ``loader_panel.png``: the LoaderPanel of notebook 04 after a few runs, screenshotted in JupyterLab
@@ -22,8 +22,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from labkit.bench.ablation_report import plot_speedups, reference_runs, results_folder  # noqa: E402
-from labkit.bench.workspace import course_workspace  # noqa: E402
+from labkit.harness.ablation_report import plot_speedups, reference_runs, results_folder  # noqa: E402
+from labkit.harness.workspace import course_workspace  # noqa: E402
 from labkit.measure.block_size_sweep import plot_tradeoff, sweep_block_sizes  # noqa: E402
 from labkit.storage.pack_format import PackReader  # noqa: E402
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -14,7 +15,7 @@ from collections import Counter
 import pytest
 import torch
 
-from labkit.bench.synthetic_data import PhotoSpec, make_photos, read_manifest
+from labkit.harness.synthetic_data import PhotoSpec, make_photos, read_manifest
 from labkit.storage.packing import pack_folder
 
 if "forkserver" in multiprocessing.get_all_start_methods():
@@ -112,7 +113,7 @@ def corrupt_photos(tmp_path) -> str:
 @pytest.fixture(scope="module")
 def ws(photos, tmp_path_factory):
     """A copy of the photos as the ablation's workspace: the folder and its two packs beside it."""
-    from labkit.bench.workspace import prepare
+    from labkit.harness.workspace import prepare
 
     folder = str(tmp_path_factory.mktemp("ablation") / "photos")
     shutil.copytree(photos, folder)
@@ -124,6 +125,36 @@ def corrupt_indices(ds, root: str):
     corrupt = {os.path.join(root, c["path"]) for c in read_manifest(root)["corrupt"]}
     return corrupt, [i for i in range(len(ds)) if ds.sample_path(i) in corrupt]
 
+
+def photo_jpeg(width: int = 400, height: int = 300, index: int = 0) -> bytes:
+    """One of the kit's photo-like JPEGs, made in memory."""
+    from labkit.harness.synthetic_data import PhotoSpec, encode_sample, plan_sample
+
+    spec = PhotoSpec(n=index + 1, width=width, height=height)
+    return encode_sample(spec, plan_sample(spec, index))
+
+
+def encoded(img, fmt: str, **kw) -> bytes:
+    """A Pillow image saved in ``fmt`` to bytes."""
+    import io
+
+    buf = io.BytesIO()
+    img.save(buf, fmt, **kw)
+    return buf.getvalue()
+
+
+def jpeg_claiming(width: int, height: int) -> bytes:
+    """A small JPEG whose header claims ``width`` x ``height`` (a decompression bomb by its header)."""
+    from PIL import Image
+
+    data = bytearray(encoded(Image.new("RGB", (16, 16)), "JPEG"))
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
+    return bytes(data)
+
+
+#: What changes from run to run or build to build in a library's error text (an address, a C++ source line).
+RUN_TO_RUN_NOISE = re.compile(r"0x[0-9a-fA-F]{6,}|\.(cpp|cu|h):\d+")
 
 _SHM = "/dev/shm"
 _SHM_PREFIXES = (

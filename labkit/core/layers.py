@@ -21,16 +21,16 @@ CHAIN: tuple[str, ...] = (
 )
 
 #: Every sub-package, in the order the reference shows them, with what it may import besides itself: ``measure``
-#: reads every layer and changes none, ``diagnose`` reads the layers and the measurements, ``bench`` (the data
+#: reads every layer and changes none, ``diagnose`` reads the layers and the measurements, ``harness`` (the data
 #: folder, the photo-like data, the ablation) stands on all of them, ``course`` holds what only the notebooks need,
 #: ``tools`` the labkit command; nothing imports those last two.
 LAYERS: dict[str, frozenset[str]] = {
     **{layer: frozenset(CHAIN[:k]) for k, layer in enumerate(CHAIN)},
     "measure": frozenset(CHAIN),
     "diagnose": frozenset(CHAIN) | {"measure"},
-    "bench": frozenset(CHAIN) | {"measure", "diagnose"},
-    "course": frozenset(CHAIN) | {"measure", "diagnose", "bench"},
-    "tools": frozenset(CHAIN) | {"measure", "diagnose", "bench", "course"},
+    "harness": frozenset(CHAIN) | {"measure", "diagnose"},
+    "course": frozenset(CHAIN) | {"measure", "diagnose", "harness"},
+    "tools": frozenset(CHAIN) | {"measure", "diagnose", "harness", "course"},
 }
 
 

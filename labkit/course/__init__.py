@@ -1,6 +1,6 @@
 """What only the notebooks need: the panels, the deliberately broken pieces, ragged data, time limits, figures,
 the torchrun and resume demos. The data folder, the photo-like data, the ablation, the clips and the naive
-datasets are the bench's (`labkit.bench`), which the command and the benchmarks share with the course.
+datasets are the bench's (`labkit.harness`), which the command and the benchmarks share with the course.
 """
 
 from labkit.core.lazy import lazy_exports

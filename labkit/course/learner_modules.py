@@ -15,10 +15,10 @@ import os
 import sys
 from types import ModuleType
 
-from labkit.bench.workspace import data_root
 from labkit.core.atomic import write_atomic
 from labkit.core.environment import clone_root
 from labkit.core.errors import LabkitFileNotFoundError, LabkitValueError
+from labkit.harness.workspace import data_root
 
 
 def learner_folder(lab: str) -> str:

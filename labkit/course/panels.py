@@ -27,7 +27,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from torch.utils.data import SubsetRandomSampler
 
-from labkit.bench.workspace import Workspace
 from labkit.core.cpus import cpu_budget
 from labkit.core.environment import usable_cpus
 from labkit.core.errors import LabkitTypeError, LabkitValueError, LabkitWarning
@@ -37,6 +36,7 @@ from labkit.datasets.pack_datasets import DecodedArrayDataset
 from labkit.datasets.storage_kinds import DECODED_PACK, FOLDER, PACK
 from labkit.decode.registry import DECODERS
 from labkit.diagnose.doctor import Finding, LoaderPlan, diagnose
+from labkit.harness.workspace import Workspace
 from labkit.measure.loader_timing import measure_loader, spread_indices
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.order_scores import OrderScores, score_order

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import argparse
 
-from labkit.bench.ablation_loaders import model_step
-from labkit.bench.workspace import course_workspace
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.device.transfer import DevicePrefetcher
+from labkit.harness.ablation_loaders import model_step
+from labkit.harness.workspace import course_workspace
 from labkit.workers.loader_factory import make_loader
 
 

@@ -37,8 +37,8 @@ def _fraction(text: str) -> float:
 
 
 def _cmd_data(args: argparse.Namespace) -> int:
-    from labkit.bench.synthetic_data import QUICK_COUNT, ClipSpec, PhotoSpec, make_clips, make_photos
-    from labkit.bench.workspace import data_root, kit_photos
+    from labkit.harness.synthetic_data import QUICK_COUNT, ClipSpec, PhotoSpec, make_clips, make_photos
+    from labkit.harness.workspace import data_root, kit_photos
 
     quick = args.quick or quick_mode()
     kind = "hostile" if args.hostile else "clips" if args.clips is not None else None
@@ -47,8 +47,8 @@ def _cmd_data(args: argparse.Namespace) -> int:
     else:  # the kit's own data folder, made as needed
         args.out = os.path.join(data_root(), kind) if kind else kit_photos(quick)
     if args.hostile:
-        from labkit.bench.synthetic_data import make_hostile
         from labkit.core.string_table import printable
+        from labkit.harness.synthetic_data import make_hostile
 
         for case in make_hostile(args.out, seed=args.seed):
             print(f"{case.expect:>8}  {clipped(printable(case.relpath), 60)}  ({case.what})")
@@ -129,7 +129,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _ablation_settings(args: argparse.Namespace, quick: bool) -> Any:
-    from labkit.bench.ablation_versions import AblationSettings
+    from labkit.harness.ablation_versions import AblationSettings
 
     return AblationSettings(
         batch_size=args.batch,
@@ -155,8 +155,8 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 
 def _cmd_ablation(args: argparse.Namespace) -> int:
-    from labkit.bench.ablation import run_ablation
-    from labkit.bench.workspace import prepare
+    from labkit.harness.ablation import run_ablation
+    from labkit.harness.workspace import prepare
 
     quick = args.quick or quick_mode()
     _check_paths(args)
@@ -180,8 +180,8 @@ def _cmd_ablation(args: argparse.Namespace) -> int:
 
 
 def _cmd_autotune(args: argparse.Namespace) -> int:
-    from labkit.bench.workspace import prepare
     from labkit.diagnose.autotuner import autotune, save_result
+    from labkit.harness.workspace import prepare
 
     quick = args.quick or quick_mode()
     _check_paths(args)

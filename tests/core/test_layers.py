@@ -13,9 +13,9 @@ def test_each_layer_of_the_chain_may_import_exactly_those_before_it():
 
 def test_the_readers_and_the_users_stand_on_the_whole_chain_and_nothing_imports_course_or_tools():
     assert list(LAYERS)[: len(CHAIN)] == list(CHAIN)
-    for package in ("measure", "diagnose", "bench", "course", "tools"):
+    for package in ("measure", "diagnose", "harness", "course", "tools"):
         assert set(CHAIN) <= may_import(package)
-    assert "diagnose" not in may_import("measure") and "bench" not in may_import("diagnose")
+    assert "diagnose" not in may_import("measure") and "harness" not in may_import("diagnose")
     assert not [p for p in LAYERS if p != "tools" and "tools" in may_import(p)]
     assert not [p for p in LAYERS if p not in ("course", "tools") and "course" in may_import(p)]
 

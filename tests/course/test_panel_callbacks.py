@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from labkit.bench.workspace import Workspace
 from labkit.core.machine import MemoryFacts
 from labkit.course.panels import LoaderPanel, LoaderSettings, SamplerPanel
+from labkit.harness.workspace import Workspace
 from labkit.storage.pack_format import PackReader
 
 GIB = 2**30

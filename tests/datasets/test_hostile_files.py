@@ -6,10 +6,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from labkit.bench.synthetic_data import make_hostile
 from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.pack_datasets import DecodedArrayDataset, PackedDataset
 from labkit.datasets.sample_errors import SampleError
+from labkit.harness.synthetic_data import make_hostile
 from labkit.storage.pack_format import verify_pack
 from labkit.storage.packing import pack_folder
 from labkit.tools.cli import main

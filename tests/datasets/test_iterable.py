@@ -8,8 +8,8 @@ import sys
 import pytest
 from torch.utils.data import DataLoader
 
-from labkit.bench.naive_datasets import NaiveIterableDataset
 from labkit.datasets.iterable import LiveStreamDataset, ShardedIterableDataset, Stream
+from labkit.harness.naive_datasets import NaiveIterableDataset
 from labkit.storage.pack_format import PackWriter
 
 

@@ -6,11 +6,11 @@ import torch
 from conftest import OUT, corrupt_indices
 from torch.utils.data import DataLoader
 
-from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.datasets.encoded_images import ImageFolderDataset
 from labkit.datasets.sample_errors import SampleError, SkipRecord
 from labkit.datasets.skip_policy import SkipPolicy, probe_stride
 from labkit.decode.decoder_contract import DecodeError
+from labkit.harness.synthetic_data import PhotoSpec, make_photos
 
 
 def test_skip_substitutes_counts_and_gathers_from_spawned_workers(corrupt_photos):

@@ -8,13 +8,13 @@ import pytest
 import torch
 from PIL import Image
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode.batch_crop import crop_share_simplejpeg
 from labkit.decode.center_crop import CenterCrop
 from labkit.decode.crop_box import whole_images
 from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.simplejpeg_decoder import crop_simplejpeg, decode_simplejpeg
+from labkit.harness.synthetic_data import PhotoSpec, encode_sample, plan_sample
 
 pytest.importorskip("simplejpeg")
 

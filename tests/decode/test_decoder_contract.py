@@ -1,17 +1,14 @@
 """Every decoder keeps the contract: uint8 RGB C×H×W at the size asked, EXIF applied, bombs refused from the header,
 errors that say what the bytes are and nothing that changes between runs."""
 
-import io
-import re
-
 import numpy as np
 import pytest
 import torch
+from conftest import RUN_TO_RUN_NOISE, encoded, jpeg_claiming, photo_jpeg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode.decoder_contract import (
     DecodeError,
     DecompressionBombError,
@@ -22,20 +19,9 @@ from labkit.decode.resize import psnr
 ALL = list(DECODERS)
 
 
-def _photo(width=400, height=300, index=0) -> bytes:
-    spec = PhotoSpec(n=index + 1, width=width, height=height)
-    return encode_sample(spec, plan_sample(spec, index))
-
-
-def _encode(img: Image.Image, fmt: str, **kw) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, fmt, **kw)
-    return buf.getvalue()
-
-
 @pytest.mark.parametrize("decoder", ALL)
 def test_uint8_chw_at_the_asked_size(decoder):
-    data = _photo()
+    data = photo_jpeg()
     assert decode_image(data, 64, decoder).shape == (3, 64, 64)
     out = decode_image(data, (48, 80), decoder)
     assert out.shape == (3, 48, 80) and out.dtype == torch.uint8 and out.is_contiguous()
@@ -45,7 +31,7 @@ def test_uint8_chw_at_the_asked_size(decoder):
 @pytest.mark.parametrize("decoder", ["pil-reduced", "torchvision"])
 def test_faster_decoders_stay_close_to_pil(decoder):
     for index in range(3):
-        data = _photo(800, 600, index)
+        data = photo_jpeg(800, 600, index)
         quality = psnr(decode_image(data, 256, "pil"), decode_image(data, 256, decoder))
         assert quality >= 30, f"{decoder} differs from pil by {quality:.1f} dB on image {index}"
 
@@ -57,14 +43,14 @@ def _modes():
     palette.info["transparency"] = 0
     gray16 = Image.fromarray(np.full((24, 32), 40000, dtype=np.uint16))
     return {
-        "grayscale jpeg": _encode(rgb.convert("L"), "JPEG"),
-        "cmyk jpeg": _encode(rgb.convert("CMYK"), "JPEG"),
-        "palette png with transparency": _encode(palette, "PNG"),
-        "rgba png": _encode(rgb.convert("RGBA"), "PNG"),
-        "la png": _encode(rgb.convert("LA"), "PNG"),
-        "16-bit gray png": _encode(gray16, "PNG"),
-        "bmp": _encode(rgb, "BMP"),
-        "1-bit png": _encode(rgb.convert("1"), "PNG"),
+        "grayscale jpeg": encoded(rgb.convert("L"), "JPEG"),
+        "cmyk jpeg": encoded(rgb.convert("CMYK"), "JPEG"),
+        "palette png with transparency": encoded(palette, "PNG"),
+        "rgba png": encoded(rgb.convert("RGBA"), "PNG"),
+        "la png": encoded(rgb.convert("LA"), "PNG"),
+        "16-bit gray png": encoded(gray16, "PNG"),
+        "bmp": encoded(rgb, "BMP"),
+        "1-bit png": encoded(rgb.convert("1"), "PNG"),
     }
 
 
@@ -89,26 +75,19 @@ def test_exif_orientation_is_applied(decoder):
     img.paste((0, 0, 255), (0, 0, 20, 20))  # blue on the left
     exif = Image.Exif()
     exif[0x0112] = 6  # stored rotated: display needs a 90° clockwise turn
-    out = decode_image(_encode(img, "JPEG", exif=exif, quality=95), None, decoder)
+    out = decode_image(encoded(img, "JPEG", exif=exif, quality=95), None, decoder)
     assert out.shape == (3, 40, 20)
     assert out[2, :15].float().mean() > 200 and out[0, 25:].float().mean() > 200  # blue now on top
-
-
-def _jpeg_claiming(width: int, height: int) -> bytes:
-    data = bytearray(_encode(Image.new("RGB", (16, 16)), "JPEG"))
-    sof = data.index(b"\xff\xc0")
-    data[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
-    return bytes(data)
 
 
 @pytest.mark.parametrize("decoder", ALL)
 def test_decompression_bombs_are_refused_from_the_header(decoder):
     with pytest.raises(DecompressionBombError, match="900000000|30000x30000"):
-        decode_image(_jpeg_claiming(30000, 30000), 256, decoder)
+        decode_image(jpeg_claiming(30000, 30000), 256, decoder)
     with pytest.raises(DecompressionBombError, match="12000x9000"):  # under Pillow's own limit, over ours
-        decode_image(_jpeg_claiming(12000, 9000), 256, decoder)
+        decode_image(jpeg_claiming(12000, 9000), 256, decoder)
     with pytest.raises(DecompressionBombError, match="max_pixels"):
-        decode_image(_photo(), 256, decoder, max_pixels=1000)
+        decode_image(photo_jpeg(), 256, decoder, max_pixels=1000)
 
 
 @pytest.mark.parametrize("decoder", ALL)
@@ -123,9 +102,6 @@ def test_garbage_raises_decode_error(decoder, data):
     assert "object at 0x" not in str(e.value)
 
 
-_RUN_TO_RUN_NOISE = re.compile(r"0x[0-9a-fA-F]{6,}|\.(cpp|cu|h):\d+")
-
-
 @pytest.mark.parametrize("decoder", ALL)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -136,17 +112,17 @@ _RUN_TO_RUN_NOISE = re.compile(r"0x[0-9a-fA-F]{6,}|\.(cpp|cu|h):\d+")
 def test_every_decode_error_says_what_the_bytes_are_and_nothing_that_changes_between_runs(decoder, head, cut, junk):
     """Real files cut short, or a format's magic number followed by junk: the message gives the size and
     the first bytes, and no object address or C++ source location (noise that differs run to run)."""
-    photo = _photo(64, 48) if head == b"\xff\xd8\xff\xe0" else _encode(Image.new("RGB", (64, 48), "red"), "PNG")
+    photo = photo_jpeg(64, 48) if head == b"\xff\xd8\xff\xe0" else encoded(Image.new("RGB", (64, 48), "red"), "PNG")
     for data in (photo[: int(len(photo) * cut)], head + junk):
         try:
             decode_image(data, 16, decoder)
         except DecodeError as e:
-            assert f"{len(data)} bytes" in str(e) and not _RUN_TO_RUN_NOISE.search(str(e)), str(e)
+            assert f"{len(data)} bytes" in str(e) and not RUN_TO_RUN_NOISE.search(str(e)), str(e)
 
 
 @pytest.mark.parametrize("decoder", ALL)
 def test_truncated_jpeg_raises_decode_error(decoder):
-    data = _photo()
+    data = photo_jpeg()
     with pytest.raises(DecodeError):
         decode_image(data[: len(data) // 3], 64, decoder)
 

@@ -1,43 +1,19 @@
 """labkit.decode.pil_decoders: the packing check fails exactly when a full decode fails, and refuses bombs."""
 
 import io
-import re
 
 import pytest
+from conftest import encoded, jpeg_claiming, photo_jpeg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode.decoder_contract import (
     DecodeError,
     DecompressionBombError,
 )
 from labkit.decode.pil_decoders import check_decodable
-from labkit.decode.registry import DECODERS, decode_image
-
-ALL = list(DECODERS)
-
-
-def _photo(width=400, height=300, index=0) -> bytes:
-    spec = PhotoSpec(n=index + 1, width=width, height=height)
-    return encode_sample(spec, plan_sample(spec, index))
-
-
-def _encode(img: Image.Image, fmt: str, **kw) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, fmt, **kw)
-    return buf.getvalue()
-
-
-def _jpeg_claiming(width: int, height: int) -> bytes:
-    data = bytearray(_encode(Image.new("RGB", (16, 16)), "JPEG"))
-    sof = data.index(b"\xff\xc0")
-    data[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
-    return bytes(data)
-
-
-_RUN_TO_RUN_NOISE = re.compile(r"0x[0-9a-fA-F]{6,}|\.(cpp|cu|h):\d+")
+from labkit.decode.registry import decode_image
 
 
 def _fails(call) -> bool:
@@ -58,10 +34,12 @@ def test_the_packing_check_fails_exactly_when_a_full_decode_fails(kind, cut, fli
     """`check_decodable` decodes a JPEG at 1/8 scale to save time: a file cut short or with bytes
     changed must fail it exactly when it fails the full decode."""
     photo = (
-        _photo(96, 64)
+        photo_jpeg(96, 64)
         if kind == "JPEG"
-        else _encode(
-            Image.open(io.BytesIO(_photo(96, 64))).convert("L") if kind == "grey JPEG" else Image.new("RGB", (96, 64)),
+        else encoded(
+            Image.open(io.BytesIO(photo_jpeg(96, 64))).convert("L")
+            if kind == "grey JPEG"
+            else Image.new("RGB", (96, 64)),
             "JPEG" if kind == "grey JPEG" else "PNG",
         )
     )
@@ -73,5 +51,5 @@ def test_the_packing_check_fails_exactly_when_a_full_decode_fails(kind, cut, fli
 
 def test_the_packing_check_refuses_bombs_from_the_header():
     with pytest.raises(DecompressionBombError, match="900000000|30000x30000"):
-        check_decodable(_jpeg_claiming(30000, 30000))
-    check_decodable(_photo())
+        check_decodable(jpeg_claiming(30000, 30000))
+    check_decodable(photo_jpeg())

@@ -9,13 +9,13 @@ import torch
 from PIL import Image
 from torchvision.transforms import RandomResizedCrop as TorchvisionCrop
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.core.errors import LabkitError
 from labkit.decode.crop_box import CropBox, crop_resize_flip, dct_scale
 from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.random_crop import RandomResizedCrop, decode_box
 from labkit.decode.registry import DECODERS, crops_in_decode, decode_image
 from labkit.decode.resize import psnr
+from labkit.harness.synthetic_data import PhotoSpec, encode_sample, plan_sample
 
 DRAWS = 4000
 PIXEL_TOLERANCE_DB = 30  # the DCT-scaled decode against a full decode: the same bound as the pil-reduced decoder's

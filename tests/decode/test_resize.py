@@ -1,46 +1,18 @@
 """labkit.decode.resize: torchvision's antialiased resize bit for bit, from torch alone; sizes and PSNR."""
 
-import io
 import platform
-import re
 
 import pytest
 import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from PIL import Image
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.decode import resize
 from labkit.decode.decoder_contract import (
     target_hw,
 )
-from labkit.decode.registry import DECODERS
 from labkit.decode.resize import psnr, resize_uint8
-
-ALL = list(DECODERS)
-
-
-def _photo(width=400, height=300, index=0) -> bytes:
-    spec = PhotoSpec(n=index + 1, width=width, height=height)
-    return encode_sample(spec, plan_sample(spec, index))
-
-
-def _encode(img: Image.Image, fmt: str, **kw) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, fmt, **kw)
-    return buf.getvalue()
-
-
-def _jpeg_claiming(width: int, height: int) -> bytes:
-    data = bytearray(_encode(Image.new("RGB", (16, 16)), "JPEG"))
-    sof = data.index(b"\xff\xc0")
-    data[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
-    return bytes(data)
-
-
-_RUN_TO_RUN_NOISE = re.compile(r"0x[0-9a-fA-F]{6,}|\.(cpp|cu|h):\d+")
 
 
 def test_sizes_and_psnr_helpers():

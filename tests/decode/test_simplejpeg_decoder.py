@@ -8,7 +8,6 @@ import pytest
 import torch
 from PIL import Image
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode import simplejpeg_decoder
 from labkit.decode.crop_box import CropBox, crop_resize_flip
 from labkit.decode.decoder_contract import DecodeError, DecompressionBombError
@@ -17,6 +16,7 @@ from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.registry import decode_image
 from labkit.decode.resize import psnr
 from labkit.decode.simplejpeg_decoder import crop_region, crop_simplejpeg, decode_simplejpeg
+from labkit.harness.synthetic_data import PhotoSpec, encode_sample, plan_sample
 
 #: simplejpeg's resized output against pil-reduced's (the same DCT scale, torch's resize on both): the stated bound.
 RESIZED_DB = 40

@@ -1,44 +1,18 @@
 """labkit.decode.torch_decoders: torchvision imported only where used, nvJPEG's batch decode, torchcodec optional."""
 
-import io
 import os
-import re
 import subprocess
 import sys
 
 import pytest
 import torch
-from PIL import Image
+from conftest import RUN_TO_RUN_NOISE, photo_jpeg
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode.decoder_contract import (
     DecodeError,
 )
-from labkit.decode.registry import DECODERS, decode_image, get_decoder
+from labkit.decode.registry import decode_image, get_decoder
 from labkit.decode.resize import psnr
-
-ALL = list(DECODERS)
-
-
-def _photo(width=400, height=300, index=0) -> bytes:
-    spec = PhotoSpec(n=index + 1, width=width, height=height)
-    return encode_sample(spec, plan_sample(spec, index))
-
-
-def _encode(img: Image.Image, fmt: str, **kw) -> bytes:
-    buf = io.BytesIO()
-    img.save(buf, fmt, **kw)
-    return buf.getvalue()
-
-
-def _jpeg_claiming(width: int, height: int) -> bytes:
-    data = bytearray(_encode(Image.new("RGB", (16, 16)), "JPEG"))
-    sof = data.index(b"\xff\xc0")
-    data[sof + 5 : sof + 9] = height.to_bytes(2, "big") + width.to_bytes(2, "big")
-    return bytes(data)
-
-
-_RUN_TO_RUN_NOISE = re.compile(r"0x[0-9a-fA-F]{6,}|\.(cpp|cu|h):\d+")
 
 
 def test_only_the_torchvision_decoder_imports_torchvision():
@@ -57,27 +31,27 @@ def test_only_the_torchvision_decoder_imports_torchvision():
 def test_batched_jpeg_decode_matches_torchvision_decoder_on_cpu():
     from labkit.decode.torch_decoders import decode_jpeg_batch
 
-    blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(3)]
+    blobs = [torch.frombuffer(bytearray(photo_jpeg(index=k)), dtype=torch.uint8) for k in range(3)]
     batch = decode_jpeg_batch(blobs, 64, device="cpu")
     assert batch.shape == (3, 3, 64, 64) and batch.dtype == torch.uint8
-    assert torch.equal(batch[1], decode_image(_photo(index=1), 64, "torchvision"))
+    assert torch.equal(batch[1], decode_image(photo_jpeg(index=1), 64, "torchvision"))
 
 
 def test_a_broken_file_in_a_batched_decode_is_named_by_its_position():
     from labkit.decode.torch_decoders import decode_jpeg_batch
 
-    good = _photo()
+    good = photo_jpeg()
     blobs = [torch.frombuffer(bytearray(data), dtype=torch.uint8) for data in (good, good[: len(good) // 3], good)]
     with pytest.raises(DecodeError, match=r"batch item 1: .*bytes starting") as e:
         decode_jpeg_batch(blobs, 64, device="cpu")
-    assert not _RUN_TO_RUN_NOISE.search(str(e.value)), str(e.value)
+    assert not RUN_TO_RUN_NOISE.search(str(e.value)), str(e.value)
 
 
 @pytest.mark.cuda
 def test_batched_jpeg_decode_on_cuda_is_close_to_cpu():
     from labkit.decode.torch_decoders import decode_jpeg_batch
 
-    blobs = [torch.frombuffer(bytearray(_photo(index=k)), dtype=torch.uint8) for k in range(4)]
+    blobs = [torch.frombuffer(bytearray(photo_jpeg(index=k)), dtype=torch.uint8) for k in range(4)]
     on_gpu = decode_jpeg_batch(blobs, 256, device="cuda").cpu()
     on_cpu = decode_jpeg_batch(blobs, 256, device="cpu")
     assert all(psnr(a, b) >= 30 for a, b in zip(on_gpu, on_cpu))
@@ -93,6 +67,6 @@ def test_without_torchcodec_its_decoder_is_unlisted_and_named_with_the_install(m
     with pytest.raises(LabkitError, match=r"not installed here: pip install 'torch-labkit\[torchcodec\]'"):
         get_decoder("torchcodec")
     with pytest.raises(LabkitError, match=r"pip install 'torch-labkit\[torchcodec\]'"):
-        torch_decoders.decode_torchcodec(_photo())
+        torch_decoders.decode_torchcodec(photo_jpeg())
     with pytest.raises(LabkitError, match="choose one of pil, pil-reduced, torchvision, simplejpeg$"):
         get_decoder("turbo")

@@ -9,13 +9,13 @@ import pytest
 import torch
 from PIL import Image
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.decode import registry, turbojpeg_region
 from labkit.decode.crop_box import CropBox
 from labkit.decode.decoder_contract import DecodeError, DecompressionBombError
 from labkit.decode.pil_decoders import EXIF_ORIENTATION
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.decode.simplejpeg_decoder import crop_simplejpeg
+from labkit.harness.synthetic_data import PhotoSpec, encode_sample, plan_sample
 
 needs_library = pytest.mark.skipif(
     not turbojpeg_region.available(),

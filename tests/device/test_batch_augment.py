@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import torch
 
-from labkit.bench.synthetic_data import PhotoSpec, encode_sample, plan_sample
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.decode.crop_box import crop_resize_flip
 from labkit.decode.random_crop import RandomResizedCrop
@@ -13,6 +12,7 @@ from labkit.decode.registry import decode_image
 from labkit.decode.resize import psnr
 from labkit.device.batch_augment import BatchRandomResizedCrop
 from labkit.device.transfer import normalize_uint8
+from labkit.harness.synthetic_data import PhotoSpec, encode_sample, plan_sample
 
 PIXEL_TOLERANCE_DB = 30  # roi_align's cell averages against torchvision's antialiased bilinear resize
 

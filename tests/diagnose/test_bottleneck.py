@@ -118,7 +118,7 @@ def test_copy_stages_advise_uint8_only_for_float_batches():
 @pytest.fixture(scope="module")
 def large_photos(tmp_path_factory):
     """Photos big enough (800x600 into 32x32) that decoding is the slowest stage on any machine."""
-    from labkit.bench.synthetic_data import PhotoSpec, make_photos
+    from labkit.harness.synthetic_data import PhotoSpec, make_photos
 
     root = str(tmp_path_factory.mktemp("large") / "photos")
     make_photos(root, PhotoSpec(n=8, classes=2, width=800, height=600, seed=2), workers=1, progress=False)

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from torch.utils.data import Dataset
 
-from labkit.bench.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.core.processes import running
 from labkit.core.shared_log import SharedLog
 from labkit.datasets.pack_datasets import PackedDataset
@@ -31,6 +30,7 @@ from labkit.diagnose.soak import (
     run_soak,
     trace_worker_memory,
 )
+from labkit.harness.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.measure.process_memory import LINUX, MEASURES
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackWriter

@@ -405,7 +405,7 @@ def _writes_text(call: ast.Call) -> bool:
 
 
 def test_no_benchmark_or_script_imports_the_course():
-    # labkit.course is what only the notebooks need; what a benchmark shares with the course lives in labkit.bench
+    # labkit.course is what only the notebooks need; what a benchmark shares with the course lives in labkit.harness
     found = [
         f"{os.path.relpath(path, ROOT)}:{line} imports {module}"
         for path in _benchmarks() + sorted(glob.glob(os.path.join(ROOT, "scripts", "*.py")))

@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from labkit.bench.synthetic_data import read_manifest
+from labkit.harness.synthetic_data import read_manifest
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackReader
 from labkit.storage.packing import pack_folder, read_file

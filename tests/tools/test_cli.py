@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from labkit.bench.synthetic_data import read_manifest
+from labkit.harness.synthetic_data import read_manifest
 from labkit.tools.cli import main
 
 
@@ -39,7 +39,9 @@ def test_quick_mode_makes_256(monkeypatch):
     from labkit.tools import cli
 
     seen = {}
-    monkeypatch.setattr("labkit.bench.synthetic_data.make_photos", lambda out, spec, **kw: seen.setdefault("n", spec.n))
+    monkeypatch.setattr(
+        "labkit.harness.synthetic_data.make_photos", lambda out, spec, **kw: seen.setdefault("n", spec.n)
+    )
     cli.main(["data", "--out", "unused"])
     assert seen.pop("n") == 256
     cli.main(["data", "--out", "unused", "--n", "40"])  # a number given wins over the mode
@@ -247,7 +249,7 @@ def _temporaries(root):
 @pytest.fixture(scope="module")
 def slow_photos(tmp_path_factory):
     """200 photos of 800x600: packing them decoded takes a second or more on 2 cores, long enough to interrupt."""
-    from labkit.bench.synthetic_data import PhotoSpec, make_photos
+    from labkit.harness.synthetic_data import PhotoSpec, make_photos
 
     root = str(tmp_path_factory.mktemp("slow") / "photos")
     make_photos(root, PhotoSpec(n=200, classes=4), progress=False)

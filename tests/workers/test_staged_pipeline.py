@@ -5,9 +5,9 @@ import os
 import numpy as np
 import pytest
 
-from labkit.bench.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
-from labkit.bench.synthetic_data import ClipSpec, make_clips
 from labkit.decode.decoder_contract import DecodeError
+from labkit.harness.clips import ClipFolderDataset, decode_clip, scan_clips, transform_clip
+from labkit.harness.synthetic_data import ClipSpec, make_clips
 from labkit.workers.staged_pipeline import PipelineError, StagedPipeline, segment_exists
 
 SPEC = ClipSpec(n=6, classes=2, frames=4, width=64, height=48, seed=1)

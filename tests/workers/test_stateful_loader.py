@@ -12,13 +12,13 @@ import pytest
 import torch
 from torch.utils.data import Dataset
 
-from labkit.bench.synthetic_data import PhotoSpec, make_photos
 from labkit.core.epoch_index import epoch_of
 from labkit.core.errors import LabkitTypeError, LabkitValueError
 from labkit.core.processes import running
 from labkit.datasets.pack_datasets import PackedDataset
 from labkit.decode.random_crop import RandomResizedCrop
 from labkit.distributed.checkpoint import load_checkpoint, save_checkpoint
+from labkit.harness.synthetic_data import PhotoSpec, make_photos
 from labkit.measure.process_memory import descendants
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.every_sample import RandomPermutationSampler

@@ -1,6 +1,6 @@
 """Reading ablation reports: the committed reference runs beside a learner's own, and what each version changed.
 
-An ablation report is what `labkit.bench.ablation.run_ablation` returns and writes as JSON
+An ablation report is what `labkit.harness.ablation.run_ablation` returns and writes as JSON
 (``labkit ablation --json``); the clone keeps reference runs in ``benchmarks/results/ablation_*.json``.
 Absolute speeds do not compare across machines — a 2-core laptop, a course server and a GPU box
 differ by an order of magnitude before any knob moves — so runs are set side by side as speed-ups

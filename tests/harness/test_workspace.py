@@ -5,7 +5,7 @@ import time
 import pytest
 from conftest import SMALL
 
-from labkit.bench.workspace import prepare
+from labkit.harness.workspace import prepare
 
 
 def test_prepare_packs_once_and_again_only_when_the_folder_changes(photos, tmp_path, capsys, monkeypatch):
@@ -26,10 +26,10 @@ def test_prepare_packs_once_and_again_only_when_the_folder_changes(photos, tmp_p
 
 
 def test_prepare_makes_the_data_set_when_missing(tmp_path, monkeypatch, capsys):
-    import labkit.bench.workspace as workspace
+    import labkit.harness.workspace as workspace
 
     monkeypatch.setenv(workspace.DATA_ENV, str(tmp_path / "kit"))
-    from labkit.bench.synthetic_data import PhotoSpec
+    from labkit.harness.synthetic_data import PhotoSpec
 
     monkeypatch.setattr(workspace, "QUICK_COUNT", 6)
     monkeypatch.setattr(workspace, "PhotoSpec", lambda n: PhotoSpec(n=n, classes=2, width=64, height=48))
@@ -41,7 +41,7 @@ def test_prepare_makes_the_data_set_when_missing(tmp_path, monkeypatch, capsys):
 
 
 def test_a_named_folder_that_is_missing_is_an_error_and_nothing_is_made(tmp_path, monkeypatch):
-    import labkit.bench.workspace as workspace
+    import labkit.harness.workspace as workspace
 
     monkeypatch.setenv(workspace.DATA_ENV, str(tmp_path / "kit"))
     for named in (tmp_path / "typo", tmp_path / "kit" / "typo"):
@@ -57,8 +57,8 @@ def test_a_named_folder_that_is_missing_is_an_error_and_nothing_is_made(tmp_path
 
 def test_data_root_is_the_clone_data_folder_or_the_environment_variable(tmp_path, monkeypatch):
     import labkit
-    from labkit.bench.workspace import data_root
     from labkit.core.environment import DATA_ENV
+    from labkit.harness.workspace import data_root
 
     monkeypatch.delenv(DATA_ENV, raising=False)
     clone = os.path.dirname(os.path.dirname(os.path.abspath(labkit.__file__)))
@@ -69,8 +69,8 @@ def test_data_root_is_the_clone_data_folder_or_the_environment_variable(tmp_path
 
 
 def test_course_workspace_keeps_quick_and_full_data_apart(tmp_path, monkeypatch, capsys):
-    import labkit.bench.workspace as workspace
-    from labkit.bench.synthetic_data import PhotoSpec
+    import labkit.harness.workspace as workspace
+    from labkit.harness.synthetic_data import PhotoSpec
 
     monkeypatch.setenv(workspace.DATA_ENV, str(tmp_path))
     monkeypatch.setattr(workspace, "QUICK_COUNT", 4)
@@ -180,8 +180,8 @@ def test_the_ablation_runs_on_a_read_only_folder_and_leaves_it_untouched(photos,
 
 
 def test_derived_files_of_an_outside_folder_go_to_the_kit_data_folder_under_a_name_of_its_path(tmp_path, monkeypatch):
-    from labkit.bench.workspace import derived_folder
     from labkit.core.environment import DATA_ENV
+    from labkit.harness.workspace import derived_folder
 
     monkeypatch.setenv(DATA_ENV, str(tmp_path / "kit"))
     a, b = derived_folder(str(tmp_path / "x" / "photos")), derived_folder(str(tmp_path / "y" / "photos"))
@@ -192,7 +192,7 @@ def test_derived_files_of_an_outside_folder_go_to_the_kit_data_folder_under_a_na
 
 
 def test_paths_are_shown_relative_to_the_working_directory(tmp_path, monkeypatch):
-    from labkit.bench.workspace import shown_path
+    from labkit.harness.workspace import shown_path
 
     monkeypatch.chdir(tmp_path)
     assert shown_path(str(tmp_path / "data" / "photos")) == os.path.join("data", "photos")
@@ -200,7 +200,7 @@ def test_paths_are_shown_relative_to_the_working_directory(tmp_path, monkeypatch
 
 
 def test_messages_name_files_under_the_data_folder_relative_to_it_and_hide_other_folders(tmp_path, monkeypatch):
-    from labkit.bench.workspace import shown_text
+    from labkit.harness.workspace import shown_text
 
     monkeypatch.setenv("LABKIT_DATA", str(tmp_path / "data"))
     message = (
@@ -211,7 +211,7 @@ def test_messages_name_files_under_the_data_folder_relative_to_it_and_hide_other
 
 
 def test_messages_keep_what_only_looks_like_a_path(tmp_path, monkeypatch):
-    from labkit.bench.workspace import shown_text
+    from labkit.harness.workspace import shown_text
 
     monkeypatch.setenv("LABKIT_DATA", "/data")
     kept = (
@@ -222,7 +222,7 @@ def test_messages_keep_what_only_looks_like_a_path(tmp_path, monkeypatch):
 
 
 def test_messages_name_files_in_a_scratch_folder_relative_to_it(tmp_path, monkeypatch):
-    from labkit.bench.workspace import shown_text
+    from labkit.harness.workspace import shown_text
 
     monkeypatch.setenv("LABKIT_DATA", str(tmp_path))
     scratch = tmp_path / "lab05-x1y2"

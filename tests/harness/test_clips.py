@@ -1,12 +1,12 @@
-"""labkit.bench.clips: clip loaders measured side by side, a DataLoader and a StagedPipeline on the same clips."""
+"""labkit.harness.clips: clip loaders measured side by side, a DataLoader and a StagedPipeline on the same clips."""
 
 import multiprocessing
 
 import numpy as np
 import pytest
 
-from labkit.bench.clips import STAGES, ClipFolderDataset, ClipWork, LoaderRunner, PipelineRunner, time_clip_stages
-from labkit.bench.synthetic_data import ClipSpec, make_clips
+from labkit.harness.clips import STAGES, ClipFolderDataset, ClipWork, LoaderRunner, PipelineRunner, time_clip_stages
+from labkit.harness.synthetic_data import ClipSpec, make_clips
 from labkit.workers.staged_pipeline import PipelineError
 
 SPEC = ClipSpec(n=5, classes=2, frames=3, width=64, height=48, seed=2)

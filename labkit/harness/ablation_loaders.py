@@ -13,14 +13,6 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, RandomSampler
 
-from labkit.bench.ablation_versions import (
-    GPU_DECODER,
-    TRAIN_OUTPUT_SIZE,
-    AblationSettings,
-    AblationVersion,
-    NormalizeInWorker,
-)
-from labkit.bench.workspace import Workspace
 from labkit.collate.batching import list_collate, stack_samples, stack_uint8
 from labkit.collate.mixing import MixUp, MixUpCollate
 from labkit.core.host_buffers import HostBuffers
@@ -33,6 +25,14 @@ from labkit.decode.registry import DECODERS, NO_DECODE
 from labkit.device.device_decode import DeviceDecoded
 from labkit.device.transfer import IMAGENET_MEAN, IMAGENET_STD, DevicePrefetcher, normalize_uint8
 from labkit.diagnose.autotuner import LoaderConfig
+from labkit.harness.ablation_versions import (
+    GPU_DECODER,
+    TRAIN_OUTPUT_SIZE,
+    AblationSettings,
+    AblationVersion,
+    NormalizeInWorker,
+)
+from labkit.harness.workspace import Workspace
 from labkit.measure.decoder_speed import time_decoders
 from labkit.measure.loader_timing import spread_indices
 from labkit.samplers.block_shuffle import BlockShuffleSampler

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from torch.utils.data import DataLoader
 
-from labkit.bench.naive_datasets import NaivePathListDataset, PathTableDataset
 from labkit.core.string_table import StringTable
+from labkit.harness.naive_datasets import NaivePathListDataset, PathTableDataset
 
 PATHS = ["a/0.jpg", "b/1.jpg", "caf\udce9/2.jpg", "d/" + "x" * 300 + ".jpg"]
 LABELS = [0, 1, 1, 2]

@@ -6,7 +6,9 @@ import pytest
 from conftest import SMALL, files_under
 from PIL import Image
 
-from labkit.bench.synthetic_data import (
+from labkit.decode.decoder_contract import DecodeError
+from labkit.decode.pil_decoders import decode_pil
+from labkit.harness.synthetic_data import (
     CORRUPT_KINDS,
     MANIFEST_NAME,
     PhotoSpec,
@@ -17,8 +19,6 @@ from labkit.bench.synthetic_data import (
     read_manifest,
     spectrum_slope,
 )
-from labkit.decode.decoder_contract import DecodeError
-from labkit.decode.pil_decoders import decode_pil
 
 
 def _contents(root):
@@ -134,7 +134,7 @@ def test_bad_specs_are_refused():
 
 
 def test_radial_power_spectrum_is_what_the_slope_is_fitted_to():
-    from labkit.bench.synthetic_data import radial_power_spectrum
+    from labkit.harness.synthetic_data import radial_power_spectrum
 
     spec = PhotoSpec(n=1, width=320, height=240)
     image = np.asarray(Image.open(io.BytesIO(encode_sample(spec, plan_sample(spec, 0)))))

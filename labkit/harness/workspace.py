@@ -23,12 +23,12 @@ from typing import Any
 
 from torch.utils.data import Dataset
 
-from labkit.bench.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
 from labkit.core.environment import DATA_ENV, clone_root, configured_data_folder, quick_mode
 from labkit.core.errors import LabkitError, LabkitValueError
 from labkit.core.user_paths import check_output_folder, require_folder, write_probe_error
 from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK, STORAGE_KINDS, open_images
 from labkit.decode.decoder_contract import OUTPUT_SIZE
+from labkit.harness.synthetic_data import QUICK_COUNT, PhotoSpec, make_photos
 from labkit.storage.image_folder import scan_image_folder
 from labkit.storage.pack_format import PackError, PackReader, verify_pack
 from labkit.storage.packing import pack_folder

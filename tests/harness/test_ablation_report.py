@@ -5,7 +5,7 @@ import json
 import matplotlib
 import pytest
 
-from labkit.bench.ablation_report import AblationRun, changed_knobs, plot_speedups, reference_runs, results_folder
+from labkit.harness.ablation_report import AblationRun, changed_knobs, plot_speedups, reference_runs, results_folder
 
 matplotlib.use("Agg")
 

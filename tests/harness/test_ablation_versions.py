@@ -2,14 +2,14 @@
 
 import pytest
 
-from labkit.bench.ablation_versions import (
+from labkit.core import cpus as cpu_budget_module
+from labkit.harness.ablation_versions import (
     OUTPUT_SIZE,
     TRAIN_OUTPUT_SIZE,
     TRAINING_VERSIONS,
     VERSIONS,
     AblationSettings,
 )
-from labkit.core import cpus as cpu_budget_module
 
 
 def test_each_version_is_one_row_the_seed_s_four_with_its_step_times_and_labkit_s_by_make_loader():

@@ -1,7 +1,7 @@
-"""The bench every measurement stands on, shared by the `labkit` command, the benchmarks and the course: the data
+"""The harness every measurement stands on, shared by the `labkit` command, the benchmarks and the course: the data
 folder (the kit's photo-like set or a user's ImageFolder, its packs beside it), the photo-like data itself, the
 ablation and its report, the video-like clips run through a DataLoader and a staged pipeline, and the naive datasets
-the measurements set beside labkit's.
+the measurements set beside labkit's. (Named apart from the repository's `benchmarks/` scripts, which use it.)
 """
 
 from labkit.core.lazy import lazy_exports

@@ -325,7 +325,7 @@ def make_photos(
     plans.sort(key=lambda p: p.index)
     report.corrupt = [{"path": p.relpath, "kind": p.kind} for p in plans if p.kind in CORRUPT_KINDS]
     manifest = {
-        "generator": "labkit.bench.synthetic_data",
+        "generator": "labkit.harness.synthetic_data",
         "spec": asdict(spec),
         "classes": [class_name(c, spec.classes) for c in range(spec.classes)],
         "kinds": report.kinds,

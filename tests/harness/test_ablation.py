@@ -3,7 +3,9 @@ import os
 
 import pytest
 
-from labkit.bench.ablation import (
+from labkit.core.errors import LabkitError
+from labkit.diagnose.autotuner import Budget
+from labkit.harness.ablation import (
     Result,
     budget_note,
     format_table,
@@ -11,13 +13,11 @@ from labkit.bench.ablation import (
     seed_notes,
     training_notes,
 )
-from labkit.bench.ablation_versions import (
+from labkit.harness.ablation_versions import (
     TRAINING_VERSIONS,
     VERSIONS,
     AblationSettings,
 )
-from labkit.core.errors import LabkitError
-from labkit.diagnose.autotuner import Budget
 from labkit.measure.process_memory import describe_tree_memory, tree_memory_measure
 
 V = {v.id: v for v in VERSIONS + TRAINING_VERSIONS}
@@ -97,7 +97,7 @@ def test_a_short_real_run_writes_json_and_plot(ws, tmp_path, capsys):
 
 @pytest.mark.timeout(60)
 def test_the_decoders_are_timed_only_for_a_version_that_picks_the_fastest(ws, monkeypatch):
-    import labkit.bench.ablation as ablation
+    import labkit.harness.ablation as ablation
 
     timed = []
     monkeypatch.setattr(ablation, "fastest_decoder", lambda ws, crops=False: timed.append(1) or ("pil", {"pil": 0.001}))
@@ -126,7 +126,7 @@ def test_the_report_names_the_data_relative_to_the_working_directory(ws, capsys,
 
 
 def test_a_cold_run_says_how_the_cache_was_emptied_and_what_stayed_cached(ws, monkeypatch, capsys):
-    import labkit.bench.ablation as ablation
+    import labkit.harness.ablation as ablation
     from labkit.measure.page_cache import empty_page_cache
 
     # per-file advice only: a test must not drop the whole machine's page cache, even as root
@@ -161,7 +161,7 @@ def test_a_warm_run_says_how_much_of_each_versions_data_was_cached(ws, capsys):
 def test_a_share_of_cached_data_the_os_cannot_read_is_named_not_known():
     from types import SimpleNamespace
 
-    from labkit.bench.ablation import warm_note
+    from labkit.harness.ablation import warm_note
 
     results = [
         SimpleNamespace(id="v2", cache={"resident_before": None}),  # resident_share where there is no mincore
@@ -174,7 +174,7 @@ def test_a_share_of_cached_data_the_os_cannot_read_is_named_not_known():
 def test_a_cold_run_names_the_process_that_keeps_a_pack_cached(ws, monkeypatch):
     import multiprocessing
 
-    import labkit.bench.ablation as ablation
+    import labkit.harness.ablation as ablation
     from labkit.measure.page_cache import empty_page_cache
 
     monkeypatch.setattr(ablation, "empty_page_cache", lambda paths: empty_page_cache(paths, system=False))

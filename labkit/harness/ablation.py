@@ -21,17 +21,6 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from labkit.bench.ablation_loaders import build_loader, device_batches, fastest_decoder, model_step
-from labkit.bench.ablation_versions import (
-    SEED_BATCH,
-    SEED_MACHINE,
-    TRAIN_OUTPUT_SIZE,
-    TRAINING_VERSIONS,
-    VERSIONS,
-    AblationSettings,
-    AblationVersion,
-)
-from labkit.bench.workspace import Workspace, shown_path
 from labkit.collate.mixing import MixUp, mix_batch
 from labkit.core.atomic import save_figure
 from labkit.core.environment import usable_cpus
@@ -45,6 +34,17 @@ from labkit.decode.decoder_contract import OUTPUT_SIZE
 from labkit.decode.registry import NO_DECODE, decoder_label
 from labkit.device.transfer import DevicePrefetcher, normalize_uint8
 from labkit.diagnose.autotuner import Budget, LoaderConfig, autotune, default_budget
+from labkit.harness.ablation_loaders import build_loader, device_batches, fastest_decoder, model_step
+from labkit.harness.ablation_versions import (
+    SEED_BATCH,
+    SEED_MACHINE,
+    TRAIN_OUTPUT_SIZE,
+    TRAINING_VERSIONS,
+    VERSIONS,
+    AblationSettings,
+    AblationVersion,
+)
+from labkit.harness.workspace import Workspace, shown_path
 from labkit.measure.loader_timing import measure_loader
 from labkit.measure.page_cache import empty_page_cache, mapping_processes, resident_share
 from labkit.measure.process_memory import PeakMemory, describe_tree_memory, tree_cpu_seconds, tree_memory_measure

@@ -3,13 +3,6 @@
 import torch
 from torch.utils.data import RandomSampler
 
-from labkit.bench.ablation_loaders import build_loader, device_batches
-from labkit.bench.ablation_versions import (
-    TRAINING_VERSIONS,
-    VERSIONS,
-    AblationSettings,
-    NormalizeInWorker,
-)
 from labkit.collate.batching import list_collate, stack_samples, stack_uint8
 from labkit.collate.mixing import MixCollate
 from labkit.core.environment import usable_cpus
@@ -22,6 +15,13 @@ from labkit.datasets.pack_datasets import (
 from labkit.decode.registry import NO_DECODE
 from labkit.device.transfer import DevicePrefetcher
 from labkit.diagnose.autotuner import LoaderConfig
+from labkit.harness.ablation_loaders import build_loader, device_batches
+from labkit.harness.ablation_versions import (
+    TRAINING_VERSIONS,
+    VERSIONS,
+    AblationSettings,
+    NormalizeInWorker,
+)
 from labkit.samplers.block_shuffle import BlockShuffleSampler
 from labkit.samplers.epoch_tagged import EpochTagged
 from labkit.samplers.every_sample import RandomPermutationSampler
@@ -130,7 +130,7 @@ def test_t1_crops_after_a_full_decode_in_the_main_process_and_t5_inside_the_deco
 
 
 def test_t5_takes_the_fastest_decoder_that_crops_inside_its_decode(ws, monkeypatch):
-    import labkit.bench.ablation_loaders as ablation
+    import labkit.harness.ablation_loaders as ablation
 
     monkeypatch.setattr(
         ablation,
