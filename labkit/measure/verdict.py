@@ -4,7 +4,8 @@ within noise, decided from both, so a 1.02x never reads as a win.
 Every notebook and `labkit ablation` say what a measurement means through `judge`: the same rule
 everywhere, and a rule that can fail. A claim expects the candidate to be ``"better"`` than the baseline
 (faster: more images/s, or less time), ``"worse"``, or ``"same"``. Where the seed gives a size, the verdict
-also says whether that size held, not only the direction. A goal is a floor, not a point: it is reached only
+also says whether that size was met (within the spread), exceeded (a larger effect than the seed's, beyond the
+spread) or missed (a smaller one), not only the direction. A goal is a floor, not a point: it is reached only
 when the median ratio is at or above it, and the text says where the spread straddles it.
 
 The spread is the widest the passes allow: the worst candidate pass over the best baseline pass, up to the
@@ -112,10 +113,16 @@ def judge(
     if size is not None:
         if size <= 0:
             raise LabkitValueError(f"size={size}: a ratio, above 0")
-        if not low / up <= size <= high * up:
-            size_outcome = f"did not hold (here {ratio:.2f}x)"
+        # a size is an effect: "exceeded" is a larger one than the seed's in the claim's direction, "missed" a smaller
+        larger, smaller = (
+            (size < low / up, size > high * up) if expect != "worse" else (size > high * up, size < low / up)
+        )
+        if larger:
+            size_outcome = f"was exceeded (here {ratio:.2f}x)"
+        elif smaller:
+            size_outcome = f"was missed (here {ratio:.2f}x)"
         else:
-            size_outcome = "held too" if outcome == HELD else "is within this run's spread"
+            size_outcome = "was met" if outcome == HELD else "is within this run's spread"
     return Verdict(
         claim,
         expect,

@@ -42,7 +42,7 @@ def test_seed_claims_are_judged_from_the_runs_with_the_seeds_size():
     notes = seed_notes(results)
     assert notes[0].endswith(
         "Verdict: v2 faster than v1: held (1.80x, 1.76-1.84x over 2 + 2 passes); the seed "
-        "measured 1.66x: that size did not hold (here 1.80x)"
+        "measured 1.66x: that size was exceeded (here 1.80x)"
     )
     assert "v3 faster than v2: did not hold" in notes[1] and "v4 faster than v3: did not hold" in notes[2]
     assert notes[0].startswith("0.640 s -> 0.356 s per step")

@@ -42,12 +42,18 @@ def test_times_are_inverted_so_less_time_is_better():
 
 def test_the_seed_size_is_judged_apart_from_the_direction():
     v = judge("v3 vs v2", [100, 102], [107, 109], size=1.35)
-    assert v.held and v.size_outcome == "did not hold (here 1.07x)"
-    assert str(v).endswith("the seed measured 1.35x: that size did not hold (here 1.07x)")
-    assert judge("v3 vs v2", [100, 102], [130, 140], size=1.35).size_outcome == "held too"
+    assert v.held and v.size_outcome == "was missed (here 1.07x)"
+    assert str(v).endswith("the seed measured 1.35x: that size was missed (here 1.07x)")
+    assert judge("v3 vs v2", [100, 102], [130, 140], size=1.35).size_outcome == "was met"
+    # a larger effect than the seed's is not a failure to hold: it was exceeded
+    assert judge("v2 vs v1", [100, 102], [180, 182], size=1.66).size_outcome == "was exceeded (here 1.79x)"
+    # for a slowdown, the larger effect is the smaller ratio
+    slower = judge("copy costs", [100, 102], [50, 52], expect="worse", size=0.8)
+    assert slower.held and slower.size_outcome == "was exceeded (here 0.50x)"
+    assert judge("copy costs", [100, 102], [90, 92], expect="worse", size=0.5).size_outcome == "was missed (here 0.90x)"
     goal = judge("pack vs torchvision", [100, 110], [105, 125], size=2.0, size_from="the goal is")
     assert goal.outcome == NOISE
-    assert str(goal).endswith("the goal is 2.00x: that size did not hold (here 1.10x)")
+    assert str(goal).endswith("the goal is 2.00x: that size was missed (here 1.10x)")
     assert judge("x", [100, 130], [110, 140], size=1.2).size_outcome == "is within this run's spread"
 
 
