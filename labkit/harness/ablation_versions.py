@@ -61,7 +61,15 @@ VERSIONS: tuple[AblationVersion, ...] = (
         seed_step_s=0.58,
     ),
     AblationVersion(
-        "v2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none", seed_step_s=0.35
+        "v2",
+        "+ workers, persistent_workers, pin_memory where CUDA runs",
+        FOLDER,
+        "pil",
+        True,
+        None,
+        True,
+        "none",
+        seed_step_s=0.35,
     ),
     AblationVersion(
         "v3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", seed_step_s=0.26
@@ -144,7 +152,15 @@ TRAINING_VERSIONS: tuple[AblationVersion, ...] = (
         crop=True,
     ),
     AblationVersion(
-        "t2", "+ workers, pin_memory, persistent_workers", FOLDER, "pil", True, None, True, "none", crop=True
+        "t2",
+        "+ workers, persistent_workers, pin_memory where CUDA runs",
+        FOLDER,
+        "pil",
+        True,
+        None,
+        True,
+        "none",
+        crop=True,
     ),
     AblationVersion("t3", "+ one packed file read through mmap", PACK, "pil", True, None, True, "none", crop=True),
     AblationVersion(

@@ -48,13 +48,14 @@ class Verdict:
     size_outcome: str | None = None
     goal: float | None = None
     goal_outcome: str | None = None
+    unit: str = "passes"  #: what a side's repeats are, for the text: "passes" of a loader, "seeds" of a training run
 
     @property
     def held(self) -> bool:
         return self.outcome == HELD
 
     def __str__(self) -> str:
-        spread = f"{self.low:.2f}-{self.high:.2f}x over {self.passes[0]} + {self.passes[1]} passes"
+        spread = f"{self.low:.2f}-{self.high:.2f}x over {self.passes[0]} + {self.passes[1]} {self.unit}"
         text = f"Verdict: {self.claim}: {self.outcome} ({self.ratio:.2f}x, {spread})"
         if self.size is not None:
             text += f"; {self.size_from} {self.size:.2f}x: that size {self.size_outcome}"
@@ -87,10 +88,12 @@ def judge(
     size_from: str = "the seed measured",
     min_effect: float = MIN_EFFECT,
     goal: float | None = None,
+    unit: str = "passes",
 ) -> Verdict:
     """The verdict on ``claim`` from repeated passes of the baseline and the candidate (images/s, or seconds
     with ``higher_is_better=False``). ``size`` is the ratio the seed gives, if any (``size_from`` words its
-    source). ``goal``: the least ratio wanted, reached when the median is at or above it.
+    source). ``goal``: the least ratio wanted, reached when the median is at or above it. ``unit``: what the
+    repeats are, as the text names them ("passes"; "seeds" for training runs).
 
     Needs two or more passes a side: one pass has no spread, and a verdict without one could not fail.
     """
@@ -136,6 +139,7 @@ def judge(
         size_outcome,
         goal,
         None if goal is None else goal_outcome(ratio, low, high, goal),
+        unit,
     )
 
 

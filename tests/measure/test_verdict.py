@@ -83,3 +83,11 @@ def test_a_goal_is_a_floor_reached_only_by_the_median():
     assert str(clear).endswith("the goal is at least 2.00x: reached")
     far = judge("fast", [100, 100], [110, 120], goal=2.0)
     assert str(far).endswith("not reached (here 1.15x)")
+
+
+def test_the_repeats_are_named_as_what_they_are():
+    seeds = judge(
+        "block shuffle as accurate as random", [0.80, 0.81, 0.82], [0.80, 0.82, 0.81], expect="same", unit="seeds"
+    )
+    assert "over 3 + 3 seeds" in str(seeds) and "passes" not in str(seeds)
+    assert "over 2 + 2 passes" in str(judge("x", [100, 101], [150, 151]))
