@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 DATA   ?=
 NOTEBOOKS := $(wildcard notebooks/*.ipynb)
 
-.PHONY: demo test lab clean-venv
+.PHONY: demo test lab student clean-venv
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,7 @@ demo: $(STAMP)
 # The lint and the format (ruff, configured in pyproject.toml), unit tests (tests/browser drives the panels in
 # JupyterLab with a Chromium, skipped when none is found),
 # then every notebook under nbval in quick mode; the sanitize file keeps paths, addresses and timings out of
-# the comparison of the cells marked # NBVAL_CHECK_OUTPUT. -rfEs: the last lines name every failure, error
+# the comparison of the cells tagged nbval-check-output. -rfEs: the last lines name every failure, error
 # (a fixture's check after its test, such as no_leaks) and skip with its reason.
 test: $(STAMP)
 	$(BIN)/ruff check .
@@ -42,6 +42,11 @@ lab: $(STAMP)
 	echo ""; \
 	LABKIT_QUICK=$${LABKIT_QUICK-1} exec $(BIN)/jupyter lab notebooks/ --ServerApp.port=$$port --ServerApp.port_retries=0 \
 		--IdentityProvider.token=$$token --ServerApp.default_url=/lab/tree/$(LAB_FIRST)
+
+# The student edition of the course: every build a stub to write, every check graded (labkit course --student).
+# Written to student/ (ignored by git); made again, it replaces only an earlier edition there.
+student: $(STAMP)
+	$(BIN)/labkit course --student student
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,4 +1,4 @@
-"""Collate functions: a list of samples → one batch, for every shape a sample takes (seed section 2.3).
+"""Collate functions: a list of samples → one batch, for every shape a sample takes (article section 2.3).
 
 ``default_collate`` stacks, so it fails as soon as samples differ in shape: detection targets, sequences, graphs.
 These collates handle those shapes, name the sample that does not fit, and keep images uint8 across the worker →
@@ -72,7 +72,7 @@ def stack_uint8(batch: Sequence[tuple[torch.Tensor, int]]) -> Batch:
 def stack_samples(batch: Sequence[tuple[torch.Tensor, int]]) -> Batch:
     """(image, label) samples of any dtype → (stacked images, int64 labels): default_collate, named.
 
-    What a DataLoader does by default; the seed's versions 1–4 send float images this way.
+    What a DataLoader does by default; the article's versions 1–4 send float images this way.
     """
     shapes = [tuple(sample[0].shape) for sample in batch]
     if len(set(shapes)) > 1:

@@ -1,4 +1,4 @@
-"""Mixing a batch: MixUp and CutMix, where the seed puts augmentation (sections 2.3 and 5.4): in collate, with the
+"""Mixing a batch: MixUp and CutMix, where the article puts augmentation (sections 2.3 and 5.4): in collate, with the
 whole batch in view, or on the device after the copy (`MixUp`, which `labkit.device.transfer.DevicePrefetcher`
 runs there).
 """
@@ -142,7 +142,7 @@ class MixCollate:
 
 
 class MixUpCollate(MixCollate):
-    """MixUp in collate (the seed's version 4 passes ``stack=stack_samples`` for its float images)."""
+    """MixUp in collate (the article's version 4 passes ``stack=stack_samples`` for its float images)."""
 
     def __init__(
         self,

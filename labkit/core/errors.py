@@ -36,6 +36,10 @@ class LabkitFileNotFoundError(LabkitError, FileNotFoundError):
     """A file or folder the kit was pointed at does not exist."""
 
 
+class LabkitFileExistsError(LabkitError, FileExistsError):
+    """A file or folder the kit would write is there already, holding what it must not replace."""
+
+
 class LabkitRuntimeError(LabkitError, RuntimeError):
     """Something failed while running: a worker, a pool, a measurement that could not be made."""
 

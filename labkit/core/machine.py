@@ -61,7 +61,7 @@ def describe_machine(info: dict[str, Any] | None = None) -> str:
 
 def usable_physical_cores() -> int:
     """Physical cores this process may use: the cores behind its usable CPUs (two hyper-threads of one core count
-    once), at most the usable CPUs; where the OS does not say, the usable CPUs. The seed's rule of thumb for
+    once), at most the usable CPUs; where the OS does not say, the usable CPUs. The article's rule of thumb for
     ``num_workers`` (one to two per core) is about these, not about logical CPUs."""
     cpus = usable_cpus()
     physical = psutil.cpu_count(logical=False)

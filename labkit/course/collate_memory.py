@@ -1,11 +1,11 @@
-"""What augmenting inside ``collate_fn`` costs in memory (seed section 6.3), measured as peak RSS.
+"""What augmenting inside ``collate_fn`` costs in memory (article section 6.3), measured as peak RSS.
 
-The seed's case: samples reach collate as tensors and stay alive while the augmentation makes new tensors,
+The article's case: samples reach collate as tensors and stay alive while the augmentation makes new tensors,
 so for a while two (or more) versions of the batch exist at once. Three ways to make the same kind of batch:
 
 * ``"uint8 stack"`` — collate only stacks uint8; conversion and augmentation happen later, on the device.
-* ``"float steps"`` — the seed's case: convert to float, normalise, flip, each step a new float tensor.
-* ``"uint8 first, in place"`` — the seed's advice: augment while the batch is still uint8, convert to float
+* ``"float steps"`` — the article's case: convert to float, normalise, flip, each step a new float tensor.
+* ``"uint8 first, in place"`` — the article's advice: augment while the batch is still uint8, convert to float
   once, then normalise in place.
 
 A peak is a high-water mark that never goes down, so each way runs in a fresh interpreter of its own

@@ -1,4 +1,4 @@
-"""The course map: each notebook, the seed sections it follows and what it measures.
+"""The course map: each notebook, the article sections it follows and what it measures.
 
 The table lives in one place, ``notebooks/README.md`` (read on the code host before anything runs);
 ``00_start_here`` shows it from there, so the two can never disagree.
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from labkit.core.environment import clone_root
 from labkit.core.errors import LabkitError
 
-HEADER = "| notebook | seed section | what you measure |"
+HEADER = "| notebook | article section | what you measure |"
 
 
 class CourseMapError(LabkitError, ValueError):
@@ -22,7 +22,7 @@ class CourseMapError(LabkitError, ValueError):
 
 @dataclass(frozen=True, repr=False)
 class CourseMap:
-    """The table's rows as (notebook, seed sections, what you measure); shown as Markdown in a notebook."""
+    """The table's rows as (notebook, article sections, what you measure); shown as Markdown in a notebook."""
 
     rows: tuple[tuple[str, str, str], ...]
 

@@ -15,25 +15,35 @@ import os
 import sys
 from types import ModuleType
 
-from labkit.core.atomic import write_atomic
-from labkit.core.environment import clone_root
 from labkit.core.errors import LabkitFileNotFoundError, LabkitValueError
 from labkit.harness.workspace import data_root
 
+#: The edition whose learner modules this kernel keeps: "" for the course's complete notebooks.
+_edition = {"name": ""}
+
+
+def use_edition(name: str) -> None:
+    """Keep this kernel's learner modules under ``<data folder>/learner/<name>/`` (the student edition's first
+    cell calls ``use_edition("student")``), apart from the ones the complete notebooks write: running a complete
+    notebook never overwrites what a learner wrote in the student edition."""
+    if name and (os.sep in name or (os.altsep and os.altsep in name) or name in (".", "..")):
+        raise LabkitValueError(f"edition {name!r}: a plain name such as 'student', without path separators")
+    _edition["name"] = name
+
 
 def learner_folder(lab: str) -> str:
-    """``<data folder>/learner/<lab>``, made if missing and first on ``sys.path``: where notebook ``lab`` (e.g.
-    ``"06"``) writes the learner's modules."""
+    """``<data folder>/learner/<lab>`` (``learner/<edition>/<lab>`` after `use_edition`), made if missing and first
+    on ``sys.path``: where notebook ``lab`` (e.g. ``"06"``) writes the learner's modules."""
     if not lab or os.sep in lab or (os.altsep and os.altsep in lab) or lab in (".", ".."):
         raise LabkitValueError(f"lab={lab!r}: a plain name such as '06', without path separators")
-    folder = os.path.join(data_root(), "learner", lab)
+    folder = os.path.join(data_root(), "learner", *([_edition["name"]] if _edition["name"] else []), lab)
     os.makedirs(folder, exist_ok=True)
     if folder not in sys.path:
         sys.path.insert(0, folder)
     return folder
 
 
-def _written_by(notebook: str, path: str, name: str) -> str:
+def written_by(notebook: str, path: str, name: str) -> str:
     """The source the ``%%writefile {LAB}/<name>.py`` cell of ``notebook`` writes; a missing notebook or cell is an
     error saying to run that notebook."""
     marker = f"%%writefile {{LAB}}/{name}.py"
@@ -50,20 +60,6 @@ def _written_by(notebook: str, path: str, name: str) -> str:
         f"{name}.py is not in {learner_folder(notebook[:2])} and {path} has no cell that writes "
         f"it: run notebook {notebook} first, which writes your version of it"
     )
-
-
-def learner_piece(notebook: str, name: str) -> ModuleType:
-    """The learner's module ``name`` from an earlier notebook (``"01_dataset"``), as they last wrote it there; where
-    that notebook has not run yet, its own ``%%writefile`` cell is written for it first, so a later lab that builds
-    on the piece runs on its own."""
-    folder = learner_folder(notebook[:2])
-    path = os.path.join(folder, f"{name}.py")
-    if not os.path.exists(path):
-        root = clone_root() or os.getcwd()
-        write_atomic(
-            path, _written_by(notebook, os.path.join(root, "notebooks", f"{notebook}.ipynb"), name).encode("utf-8")
-        )
-    return load_learner_module(name)
 
 
 def load_learner_module(name: str) -> ModuleType:

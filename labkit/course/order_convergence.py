@@ -1,6 +1,6 @@
 """Does the order samples are read in change how a model learns? A small training run per order, measured.
 
-The seed says the sampler "directly affects the training's convergence" (section 2.2). Notebook 02 trains the same
+The article says the sampler "directly affects the training's convergence" (section 2.2). Notebook 02 trains the same
 tiny model on the same images in several orders — sequential by class (how a pack of an ImageFolder is stored),
 random, block shuffles of a few sizes — and reads loss and held-out accuracy after each epoch. The images are the
 course's photo-like set, downscaled once to ``side``×``side`` and kept in memory, so a run takes well under a

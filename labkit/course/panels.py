@@ -356,13 +356,30 @@ class LoaderPanel:
             ys.append(run.images_per_s)
         return series
 
+    def spreads(self) -> dict[str, tuple[list[float], list[float]]]:
+        """Per storage, (slowest, fastest) measured pass of every run `plot_data` holds, in the same order: the
+        noise a median hides."""
+        series: dict[str, tuple[list[float], list[float]]] = {}
+        for run in self.history:
+            if run.images_per_s is None:
+                continue
+            lows, highs = series.setdefault(run.settings.storage, ([], []))
+            lows.append(min(run.rates, default=run.images_per_s))
+            highs.append(max(run.rates, default=run.images_per_s))
+        return series
+
     def figure(self) -> Figure:
-        """images/s against the knob changed last, one series per storage."""
+        """images/s against the knob changed last, one series per storage; each run's median with its passes'
+        spread as an error bar."""
         fig = Figure(figsize=(6, 3), dpi=80)
         ax = fig.subplots()
+        spreads = self.spreads()
         for storage, (xs, ys) in self.plot_data().items():
             xs_plot = [int(x) if isinstance(x, bool) else x for x in xs]
-            ax.plot(xs_plot, ys, "o", label=storage)
+            lows, highs = spreads[storage]
+            below = [y - low for y, low in zip(ys, lows)]
+            above = [high - y for y, high in zip(ys, highs)]
+            ax.errorbar(xs_plot, ys, yerr=[below, above], fmt="o", capsize=3, label=storage)
             ax.annotate(f"{ys[-1]:.0f}", (xs_plot[-1], ys[-1]), textcoords="offset points", xytext=(5, 5))
         ax.set_xlabel(
             self.x_knob + (" (0 = off, 1 = on)" if self.x_knob in ("pin_memory", "persistent_workers") else "")
@@ -372,7 +389,7 @@ class LoaderPanel:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_xlim(min(numbers) - 0.5, max(numbers) + 0.5)
         ax.set_ylabel("images/s")
-        ax.set_title(f"Loader throughput against {self.x_knob} (every run)")
+        ax.set_title(f"Loader throughput against {self.x_knob} (every run; bars: slowest to fastest pass)")
         ax.legend(title="storage", fontsize="small")
         ax.grid(alpha=0.3)
         fig.tight_layout()

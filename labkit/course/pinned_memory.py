@@ -1,6 +1,6 @@
 """What limits page-locked (pinned) host memory on this machine, for notebook 04's look at seed 3.2.
 
-The seed calls pinned memory a scarce resource: locked pages cannot be swapped out, so every pinned MiB is RAM
+The article calls pinned memory a scarce resource: locked pages cannot be swapped out, so every pinned MiB is RAM
 taken for as long as it is held. Two facts about the process matter and take OS-specific code to read:
 
 * `lock_limit` — the locked-memory limit (``ulimit -l``, ``RLIMIT_MEMLOCK``) on Linux and macOS, and on Linux

@@ -1,4 +1,4 @@
-"""Deliberately broken loader pieces: each reproduces one failure of seed section 6 on any machine.
+"""Deliberately broken loader pieces: each reproduces one failure of article section 6 on any machine.
 
 The troubleshooting lab (``notebooks/10_troubleshooting``) runs each of them under a time limit,
 watches it fail the way real loaders fail, then fixes it. They live in labkit, not in a notebook,
@@ -8,10 +8,10 @@ because DataLoader workers started by spawn or forkserver must be able to import
 * `KilledAt` — the worker fetching some sample is killed, as the out-of-memory killer does.
 * `SlowAt` — a few samples take far longer than the rest: seed 6.4's stragglers.
 * `HoardingCollate` — a collate function that keeps every batch it made: memory that grows every step.
-* `LockedDataset` with `hold_lock` — a lock held by a thread at the moment of fork (seed 6.5).
+* `LockedDataset` with `hold_lock` — a lock held by a thread at the moment of fork (article §6.5).
 * `IndexedDataset` — each sample with its index, so a lab can count what a training loop saw.
 * `SplitInInit` — a random subset picked and sorted in ``__init__`` by seeding torch's global generator:
-  rebuilt every epoch, its loader repeats one order (seed 6.2).
+  rebuilt every epoch, its loader repeats one order (article §6.2).
 """
 
 from __future__ import annotations
@@ -145,7 +145,7 @@ def hold_lock(seconds: float) -> LockHolder:
 class LockedDataset(_Wrapper):
     """``dataset`` whose ``__getitem__`` takes this module's lock, as code that logs or uses a shared
     pool does. A worker forked while another thread holds the lock inherits it locked, with no thread
-    left to release it: it waits forever (seed 6.5)."""
+    left to release it: it waits forever (article §6.5)."""
 
     def __getitem__(self, index: int) -> Any:
         with _RESOURCE_LOCK:
@@ -166,7 +166,7 @@ class SplitInInit(_Wrapper):
 
     Seeding torch's global generator also fixes the seed that ``RandomSampler`` draws from it at the start of
     each epoch. A script that builds its dataset and loader anew every epoch therefore reads every epoch in
-    the same order, with ``shuffle=True`` (seed 6.2: state fixed in ``__init__``). ``global_seed=False``
+    the same order, with ``shuffle=True`` (article §6.2: state fixed in ``__init__``). ``global_seed=False``
     draws the split from a generator of its own and leaves the global one alone.
     """
 

@@ -1,4 +1,4 @@
-"""Samples that do not share one shape: what ``default_collate`` cannot stack (seed section 2.3).
+"""Samples that do not share one shape: what ``default_collate`` cannot stack (article section 2.3).
 
 Image classification hands the collate function samples of one shape; detection, text and
 graph tasks do not. The collate lab needs such samples, and its workers must be able to

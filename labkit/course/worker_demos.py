@@ -7,7 +7,7 @@ each batch kept the training loop waiting.
   never in the main process's) and when it starts again (new worker processes, every epoch, without persistence).
 * `calls_by_process` — one epoch of such a loader, summed up per worker process.
 * `time_batch_waits` — one epoch with a simulated training step after every batch, and the wait for each batch:
-  what a straggler (seed 6.4) costs the loop, and what ``prefetch_factor`` or ``in_order=False`` win back.
+  what a straggler (article §6.4) costs the loop, and what ``prefetch_factor`` or ``in_order=False`` win back.
 
 They live in labkit, not in the notebook, because DataLoader workers started by spawn or forkserver must be able
 to import the dataset's class.

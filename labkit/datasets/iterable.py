@@ -1,4 +1,4 @@
-"""Iterable datasets over shards and live streams (seed section 4.2).
+"""Iterable datasets over shards and live streams (article section 4.2).
 
 An ``IterableDataset`` is copied into every DataLoader worker and every rank; each copy runs ``__iter__`` from the
 start. Unless the dataset splits the work itself, every record comes out ``num_workers × world_size`` times —
@@ -283,7 +283,7 @@ _END = "__labkit_end_of_stream__"
 
 
 class LiveStreamDataset(IterableDataset):
-    """Records that another process produces while training runs (online learning, seed 4.2).
+    """Records that another process produces while training runs (online learning, article §4.2).
 
     The producer puts records into ``stream.queue`` (bounded: a full buffer blocks the
     producer — back-pressure) and calls ``stream.close()`` when done. Each record goes to

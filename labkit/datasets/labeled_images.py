@@ -1,4 +1,4 @@
-"""What every labkit image dataset is (seed section 2.1), and the few things a storage kind must say.
+"""What every labkit image dataset is (article section 2.1), and the few things a storage kind must say.
 
 All share one interface, so a lab swaps storage without touching anything else:
 ``len(ds)``, ``ds[i] -> (uint8 C×H×W tensor, int label)``, ``ds.__getitems__(indices)``

@@ -1,4 +1,4 @@
-"""The contract every decoder keeps, and the words it fails in: the output size (`Size`, `target_hw`, the seed's
+"""The contract every decoder keeps, and the words it fails in: the output size (`Size`, `target_hw`, the article's
 `OUTPUT_SIZE`), the largest image a decoder accepts (`MAX_PIXELS`, checked from the header before any pixel is
 allocated: `refuse_oversized`), the errors (`DecodeError`, `DecompressionBombError`) and their text
 (`describe_failure`: the same words for the same bytes on every run), and the decode function's type (`Decoder`).
@@ -21,7 +21,7 @@ from labkit.core.errors import LabkitError, LabkitTypeError, LabkitValueError
 Size = int | tuple[int, int] | Sequence[int] | None
 
 
-#: The output side the seed's ablation decodes to (``Resize((256, 256))``), every decoder's default.
+#: The output side the article's ablation decodes to (``Resize((256, 256))``), every decoder's default.
 OUTPUT_SIZE = 256
 
 

@@ -1,4 +1,4 @@
-"""The decoders on Pillow: ``pil``, a full decode then Pillow's resize (the seed's baseline,
+"""The decoders on Pillow: ``pil``, a full decode then Pillow's resize (the article's baseline,
 ``Image.open(...).convert('RGB')`` followed by ``Resize((256, 256))``), and ``pil-reduced``, a DCT-scaled decode
 (``Image.draft``) at the smallest scale still no smaller than the target, then torch's uint8 resize (an 800×600 JPEG
 for a 256×256 output decodes at 400×300: a quarter of the pixels). Also what every path through Pillow shares (the
@@ -110,7 +110,7 @@ def _decode_with_pil(
 def decode_pil(
     data: bytes, size: Size = OUTPUT_SIZE, max_pixels: int = MAX_PIXELS, laps: StageLaps | None = None
 ) -> torch.Tensor:
-    """Full PIL decode, then bilinear resize to ``size`` (the seed's baseline)."""
+    """Full PIL decode, then bilinear resize to ``size`` (the article's baseline)."""
     return _decode_with_pil(data, size, max_pixels, False, laps)
 
 

@@ -2,7 +2,7 @@
 it is handed, so the stage timer (`labkit.diagnose.stage_timing`) times the decoder the datasets run, not a second
 implementation of it.
 
-The stages are the seed's (decode → resize → to tensor), in the decoder's own order: ``pil`` resizes the Pillow
+The stages are the article's (decode → resize → to tensor), in the decoder's own order: ``pil`` resizes the Pillow
 image before it becomes a tensor; the others make a tensor view of the decoded pixels and resize that. A stage a
 call does not need (no resize when the image is already the output size) is marked anyway, with the few
 microseconds it took, so every call reports every stage. Without a clock (the hot path) a decoder pays one ``is

@@ -1,5 +1,5 @@
 """Host → device: overlapped copies, then uint8 → float, normalisation and mixing on the device
-(seed section 3.2, and the house rule that images stay uint8 until the last moment).
+(article section 3.2, and the house rule that images stay uint8 until the last moment).
 
 On CUDA, `DevicePrefetcher` copies batch k+1 from pinned memory on a side stream while the
 model computes on batch k: the copy is issued ``non_blocking`` on the side stream, the

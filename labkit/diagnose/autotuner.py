@@ -120,15 +120,19 @@ class TuneResult:
 
     def __str__(self) -> str:
         lines = [
-            f"{'decoder':<22}{'num_workers':>12}{'prefetch_factor':>16}{'threads':>8}{'batches':>8}{'images/s':>10}"
-            f"{f'peak {self.memory_measure} MiB':>14}  decision"
+            f"{'decoder':<22}{'num_workers':>12}{'decodes in':>14}{'prefetch_factor':>16}{'main threads':>13}"
+            f"{'batches':>8}{'images/s':>10}{f'peak {self.memory_measure} MiB':>14}  decision"
         ]
         for t in self.trials:
-            threads = t.config.main_threads or "-"
-            workers = t.config.num_workers or ("0" if t.config.decoder == NO_DECODE else "threads")
+            threads = t.config.main_threads or "default"
+            if t.config.decoder == NO_DECODE:
+                where = "-"
+            else:
+                where = "workers" if t.config.num_workers else "main threads"
             lines.append(
-                f"{decoder_label(t.config.decoder):<22}{workers:>12}{t.config.prefetch_factor:>16}{threads:>8}"
-                f"{t.config.sampler:>8}{t.images_per_s:>10.1f}{t.peak_memory / 2**20:>14.0f}  {t.decision}"
+                f"{decoder_label(t.config.decoder):<22}{t.config.num_workers:>12}{where:>14}"
+                f"{t.config.prefetch_factor:>16}{threads:>13}{t.config.sampler:>8}{t.images_per_s:>10.1f}"
+                f"{t.peak_memory / 2**20:>14.0f}  {t.decision}"
             )
         b = self.best
         if b.num_workers:

@@ -1,4 +1,4 @@
-"""Which stage limits a loader, and what would speed it up for this dataset (seed sections 6.4, 7).
+"""Which stage limits a loader, and what would speed it up for this dataset (article sections 6.4, 7).
 
 * `explain_bottleneck` — times each stage of one batch in isolation (read, decode, transform,
   collate, worker → main copy, pin, device copy), scales the worker-side stages by the number of
@@ -212,8 +212,10 @@ def advise(
             if faster:
                 options.append(
                     "decoder="
-                    + " or ".join(f"{name!r} ({t * 1000:.0f} ms a batch here)" for t, name in faster)
-                    + f" instead of {current!r} ({decoder_s[current] * 1000:.0f} ms)"
+                    + " or ".join(f"{name!r} ({t * 1000:.0f} ms a batch)" for t, name in faster)
+                    + f" instead of {current!r} ({decoder_s[current] * 1000:.0f} ms), every decoder timed side by "
+                    "side on this batch's bytes (a pass of its own: its figure for the current decoder is not the "
+                    "stage table's)"
                 )
         if not isinstance(dataset, DecodedArrayDataset):
             options.append("a decoded pack (labkit pack --decoded N, read with DecodedArrayDataset): no decode at all")

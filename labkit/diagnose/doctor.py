@@ -1,4 +1,4 @@
-"""Checks a loader configuration against this machine before it crashes or crawls (seed 4.4, 6.1, 6.5).
+"""Checks a loader configuration against this machine before it crashes or crawls (article §4.4, 6.1, 6.5).
 
 Each check gives a level (ok / warn / fail), what it found with the numbers, and a one-line
 fix. `diagnose` runs them all for a planned ``num_workers × prefetch_factor × batch_size``;
@@ -151,7 +151,7 @@ def check_cpus(plan: LoaderPlan, cpus: int) -> Finding:
     per_rank = cpu_budget(ranks=plan.ranks_per_node, cpus=cpus).workers_per_rank
     fix = f"num_workers={per_rank} per rank (CPUs ÷ ranks, less one for the main process: labkit.core.cpus.cpu_budget)"
     if processes > 2 * cpus:
-        return Finding("fail", "CPUs", text + ": they will fight for cores (seed 4.4: 8 GPUs × 8 workers)", fix)
+        return Finding("fail", "CPUs", text + ": they will fight for cores (article §4.4: 8 GPUs × 8 workers)", fix)
     if processes > cpus + plan.ranks_per_node:
         return Finding("warn", "CPUs", text + ": more processes than cores", fix)
     return Finding("ok", "CPUs", text)
@@ -220,7 +220,7 @@ def check_start_method(threads: Sequence[str]) -> Finding:
             "fork after threads",
             f"start method fork with {len(threads)} threads running "
             f"({first(threads, 4)}): a lock held by a thread at fork time stays locked in every "
-            "worker, which then hangs (seed 6.5)",
+            "worker, which then hangs (article §6.5)",
             "create DataLoaders before starting threads, or multiprocessing_context='forkserver'",
         )
     if method == "fork":

@@ -12,7 +12,7 @@ kernel refuses to move a process that runs more than one thread into a new user 
 Later calls in the same process only mount another fresh tmpfs over the last one, so one
 process can try several sizes.
 
-``python -m labkit.diagnose.small_shm --shm-mib 16 --plan 2,4,64 --plan 2,1,16`` is the lab (seed 6.1):
+``python -m labkit.diagnose.small_shm --shm-mib 16 --plan 2,4,64 --plan 2,1,16`` is the lab (article §6.1):
 it gives itself a /dev/shm of 16 MiB (a container started without ``--shm-size``), then runs one
 epoch of each plan (num_workers, prefetch_factor, batch of 3x256x256 uint8 images), each in a fresh
 tmpfs, and prints one JSON line per plan: the doctor's level for the plan inside this /dev/shm, how

@@ -18,7 +18,7 @@ each process whose unique memory grew more than the limit (`GROWTH_LIMIT` of it,
 bytes), each descriptor left open and each shared-memory segment left behind; `SoakReport.notes`
 splits any RSS growth into its kinds of pages.
 
-`trace_worker_memory` is the copy-on-write lab (seed 2.1), run the same way with readings several
+`trace_worker_memory` is the copy-on-write lab (article §2.1), run the same way with readings several
 times an epoch. A forked worker starts with every page of the main process shared. What it writes, it
 copies; Python writes to an object whenever it takes a reference to it (the reference count lives in
 the object). The trace reads each worker's private memory (pages only that worker holds) and its RSS,

@@ -1,6 +1,6 @@
-"""Where ``__getitem__`` spends its time: one sample's stages timed apart, for each decoder (seed 2.1).
+"""Where ``__getitem__`` spends its time: one sample's stages timed apart, for each decoder (article §2.1).
 
-The seed calls ``__getitem__`` the costliest link of the chain: read the file → decode →
+The article calls ``__getitem__`` the costliest link of the chain: read the file → decode →
 resize → to tensor → normalise. `time_stages` runs exactly that chain on real files: the read, the
 decoder the datasets run (each of its stages marked on a lap clock as it ends,
 `labkit.decode.stage_laps`), and the normalise, so a lab can draw where the milliseconds go and see which

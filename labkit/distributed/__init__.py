@@ -1,4 +1,4 @@
-"""Ranks under torchrun, staging to node-local disk, checkpoints."""
+"""Ranks under torchrun, launching it, staging to node-local disk, checkpoints."""
 
 from labkit.core.lazy import lazy_exports
 
@@ -10,6 +10,8 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "close_process_group": "ranks",
         "stage_to_local": "ranks",
         "file_crc32": "ranks",
+        "torchrun_command": "launch",
+        "torchrun_env": "launch",
         "CheckpointError": "checkpoint",
         "save_checkpoint": "checkpoint",
         "load_checkpoint": "checkpoint",

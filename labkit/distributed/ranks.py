@@ -1,4 +1,4 @@
-"""Distributed loading on torch.distributed (seed section 4.4): set-up and local staging (the workers per rank
+"""Distributed loading on torch.distributed (article section 4.4): set-up and local staging (the workers per rank
 are `labkit.core.cpus`'s).
 
 No cluster code of our own: process groups come from ``torchrun``'s environment, splitting
@@ -105,7 +105,7 @@ def _copy_verified(src: str, dst: str) -> None:
 
 
 def stage_to_local(shards: Sequence[PathLike], local_dir: PathLike, local_rank: int | None = None) -> list[str]:
-    """Copy shards from shared storage to this node's disk once per node (seed 4.4); return local paths.
+    """Copy shards from shared storage to this node's disk once per node (article §4.4); return local paths.
 
     Local rank 0 copies, checking each copy against the CRC32 of what it read; the other
     ranks of the node wait at a barrier. A shard already there with the source's size and

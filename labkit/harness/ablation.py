@@ -1,13 +1,13 @@
-"""The seed's four-version ablation (section 5) on this machine, and the versions beyond it.
+"""The article's four-version ablation (section 5) on this machine, and the versions beyond it.
 
-v1–v4 follow the seed's code paths (files + PIL + Resize/ToTensor/Normalize in the worker,
+v1–v4 follow the article's code paths (files + PIL + Resize/ToTensor/Normalize in the worker,
 then workers and pinning, then an mmap'd pack, then prefetch_factor=4 and MixUp in
 collate); v5–v8 follow this kit's rules (uint8 across processes in reused shared memory,
 normalise and mix on the device, decode less or not at all, let the autotuner choose, decode
 on the GPU). Every
 version ends with the same thing — a normalised float batch (MixUp'd from v4 on) on the
 device — so their step times compare like for like. One run, one table, one plot; the
-seed's own numbers stand beside ours, and where its claims do not hold here, the notes say
+article's own numbers stand beside ours, and where its claims do not hold here, the notes say
 so with the numbers.
 """
 
@@ -32,6 +32,7 @@ from labkit.core.wording import clipped
 from labkit.datasets.storage_kinds import DECODED_PACK, FOLDER
 from labkit.decode.decoder_contract import OUTPUT_SIZE
 from labkit.decode.registry import NO_DECODE, decoder_label
+from labkit.device.simulated_accelerator import SimulatedAccelerator
 from labkit.device.transfer import DevicePrefetcher, normalize_uint8
 from labkit.diagnose.autotuner import Budget, LoaderConfig, autotune, default_budget
 from labkit.harness.ablation_loaders import build_loader, device_batches, fastest_decoder, model_step
@@ -129,7 +130,8 @@ def measure_version(
     wall = watch.elapsed
     cpu_util = (tree_cpu_seconds() - cpu0) / (wall * usable_cpus())
     del batches, loader
-    gpu_busy = busy[0] / wall if (device.type == "cuda" and step is not None) else None
+    # the accelerator's busy share: the real GPU's where CUDA runs the model, the simulated one's where it stands in
+    gpu_busy = busy[0] / wall if step is not None and (device.type == "cuda" or settings.accelerator) else None
     return Result(
         version.id,
         version.name,
@@ -215,7 +217,7 @@ def device_stage_ms(
 
 
 def _step_verdicts(results: list[Result], pairs: Sequence[tuple[str, str]], seed_sizes: bool) -> list[str]:
-    """Each later version of ``pairs`` judged against the earlier one from their repeated runs, with the seed's
+    """Each later version of ``pairs`` judged against the earlier one from their repeated runs, with the article's
     size where ``seed_sizes``; a pair with a version not measured is left out."""
     by_id = {r.id: r for r in results}
     notes = []
@@ -234,14 +236,14 @@ def _step_verdicts(results: list[Result], pairs: Sequence[tuple[str, str]], seed
 
 
 def seed_notes(results: list[Result]) -> list[str]:
-    """Each claim of the seed's table — every version faster than the one before, by the seed's factor —
+    """Each claim of the article's table — every version faster than the one before, by the article's factor —
     judged here from the versions' repeated runs (`labkit.measure.verdict.judge`)."""
     return _step_verdicts(results, (("v1", "v2"), ("v2", "v3"), ("v3", "v4")), seed_sizes=True)
 
 
 def training_notes(results: list[Result]) -> list[str]:
-    """Each training step judged against the one before, and labkit's pipeline against the seed's v1 and v2 with
-    the crop (the seed gives no training sizes, so these verdicts have none)."""
+    """Each training step judged against the one before, and labkit's pipeline against the article's v1 and v2 with
+    the crop (the article gives no training sizes, so these verdicts have none)."""
     return _step_verdicts(
         results, (("t1", "t2"), ("t2", "t3"), ("t3", "t5"), ("t2", "t5"), ("t1", "t5")), seed_sizes=False
     )
@@ -270,13 +272,13 @@ def format_table(
         header,
         "",
         f"{'id':<4}{'version':<64}{'step s':>8}{'images/s':>10}{'vs ' + (results[0].id if results else 'v1'):>8}"
-        f"{'seed s':>8}{'seed x':>8}"
+        f"{'article s':>10}{'article x':>10}"
         f"{'CPU %':>7}{tree_memory_measure() + ' MiB':>9}",
     ]
     lines.append("-" * len(lines[-1]))
     seed_v1 = VERSIONS[0].seed_step_s
     for r in results:
-        seed = f"{r.seed_step_s:>8.2f}{seed_v1 / r.seed_step_s:>7.2f}x" if r.seed_step_s else f"{'':>16}"
+        seed = f"{r.seed_step_s:>10.2f}{seed_v1 / r.seed_step_s:>9.2f}x" if r.seed_step_s else f"{'':>20}"
         lines.append(
             f"{r.id:<4}{clipped(r.name, 63):<64}{r.step_s:>8.3f}{r.images_per_s:>10.1f}{r.speedup_vs_v1:>7.2f}x"
             f"{seed}{r.cpu_util * 100:>7.0f}{r.peak_memory_mb:>9.0f}"
@@ -285,10 +287,10 @@ def format_table(
         lines.append(f"{vid:<4}not run: {why}")
     lines.append("")
     lines.append(
-        "step s: seconds per batch (the batch size ÷ images/s), as the seed counts a step; the median gap "
+        "step s: seconds per batch (the batch size ÷ images/s), as the article counts a step; the median gap "
         "between two batches, a shorter figure where workers run ahead, is the JSON's median_gap_s."
     )
-    lines.append(f"seed s / seed x: {SEED_MACHINE}.")
+    lines.append(f"article s / article x: {SEED_MACHINE}.")
     lines.append(f"{tree_memory_measure()} MiB: peak {describe_tree_memory()}.")
     made = [r for r in results if r.loader.get("call", "").startswith("make_loader")]
     if made:
@@ -299,14 +301,14 @@ def format_table(
 
 
 def plot(results: list[Result], path: str, title: str) -> None:
-    """Bar chart of images/s per version from 0, the seed's v1–v4 beside ours, each of ours labelled with its
+    """Bar chart of images/s per version from 0, the article's v1–v4 beside ours, each of ours labelled with its
     speed-up over v1."""
     plt = pyplot(headless=True)
     fig, ax = plt.subplots(figsize=(9, 4))
     xs = range(len(results))
     ax.bar([x - 0.2 for x in xs], [r.images_per_s for r in results], width=0.4, label="here", color="tab:blue")
     seed = [(x, SEED_BATCH / r.seed_step_s) for x, r in zip(xs, results) if r.seed_step_s]
-    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], width=0.4, label="seed article", color="tab:gray")
+    ax.bar([x + 0.2 for x, _ in seed], [v for _, v in seed], width=0.4, label="the article", color="tab:gray")
     for x, r in zip(xs, results):
         ax.annotate(f"{r.speedup_vs_v1:.1f}x", (x - 0.2, r.images_per_s), ha="center", va="bottom", fontsize=8)
     ax.set_xticks(list(xs), [r.id for r in results])
@@ -345,7 +347,13 @@ def run_ablation(
     # device stage where a version normalises on the device. A run of other versions skips both.
     decoders_timed = train or any(v.decoder in ("fastest", "tuned") for v in chosen)
     fastest, decode_times = fastest_decoder(ws, crops=train) if decoders_timed else (None, {})
-    step = model_step(device, len(ws.classes)) if settings.model else None
+    step = None
+    if settings.model:
+        step = (
+            SimulatedAccelerator(settings.accelerator, device)
+            if settings.accelerator
+            else model_step(device, len(ws.classes))
+        )
     results: list[Result] = []
     skipped: dict[str, str] = {}
     tuned: LoaderConfig | None = None
@@ -406,7 +414,10 @@ def run_ablation(
         )
     notes.append(budget_note(results, budget))
     notes.append(cold_note(results) if settings.cold else warm_note(results))
-    mode = "with a model step" if settings.model else "data only (as the seed)"
+    if settings.model and settings.accelerator:
+        mode = f"with a model step on {SimulatedAccelerator(settings.accelerator).label}"
+    else:
+        mode = "with a model step" if settings.model else "data only (as the article)"
     shape = f"RandomResizedCrop({TRAIN_OUTPUT_SIZE}) + flip" if train else f"{OUTPUT_SIZE}x{OUTPUT_SIZE}"
     header = (
         f"Data: {ws.count} images from {shown_path(ws.folder)} -> {shape}, batch "

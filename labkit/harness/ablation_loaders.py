@@ -1,4 +1,4 @@
-"""How the ablation builds each version's loader and what follows it: v1–v4 as the seed's DataLoader code, v5 and
+"""How the ablation builds each version's loader and what follows it: v1–v4 as the article's DataLoader code, v5 and
 later through `labkit.workers.loader_factory.make_loader` (the call printed under the table), the device stage
 (copy, normalise, mix; nvJPEG's decode for v8) and the model step a run times with ``--model``.
 """

@@ -1,4 +1,4 @@
-"""The ablation's versions: the seed's four (section 5) as its code runs them, and the kit's beyond them, each a
+"""The ablation's versions: the article's four (section 5) as its code runs them, and the kit's beyond them, each a
 row of `VERSIONS` (``labkit ablation``) or `TRAINING_VERSIONS` (``--train``), with the settings a run takes.
 """
 
@@ -12,12 +12,13 @@ from labkit.core.cpus import cpu_budget
 from labkit.datasets.storage_kinds import DECODED_PACK, ENCODED_PACK, FOLDER, PACK
 from labkit.decode.decoder_contract import OUTPUT_SIZE
 from labkit.decode.registry import NO_DECODE
+from labkit.device.simulated_accelerator import AcceleratorModel
 from labkit.device.transfer import normalize_uint8
 
 SEED_BATCH = 64
 GPU_DECODER = "nvjpeg"  # v8's: a device decoder of `labkit.decode.registry`, decoding each batch after the loader
 TRAIN_OUTPUT_SIZE = 224  # RandomResizedCrop(224): what ImageNet recipes train on
-SEED_MACHINE = "the seed's run: 8-core CPU, one consumer GPU, SSD, 20,000 photos of about 200 KB"
+SEED_MACHINE = "the article's run: 8-core CPU, one consumer GPU, SSD, 20,000 photos of about 200 KB"
 
 
 @dataclass(frozen=True)
@@ -137,7 +138,7 @@ VERSIONS: tuple[AblationVersion, ...] = (
 )
 
 
-#: ``labkit ablation --train``: the seed's first versions as people train with them (the random-resized crop of
+#: ``labkit ablation --train``: the article's first versions as people train with them (the random-resized crop of
 #: every ImageNet recipe, after a full decode), beside labkit's training pipeline (the crop inside the decode).
 TRAINING_VERSIONS: tuple[AblationVersion, ...] = (
     AblationVersion(
@@ -183,7 +184,7 @@ TRAINING_VERSIONS: tuple[AblationVersion, ...] = (
 
 
 class NormalizeInWorker:
-    """The seed's ToTensor + Normalize, run inside ``__getitem__`` (v1–v4): float32 crosses processes."""
+    """The article's ToTensor + Normalize, run inside ``__getitem__`` (v1–v4): float32 crosses processes."""
 
     def __call__(self, image: torch.Tensor) -> torch.Tensor:
         return normalize_uint8(image)
@@ -197,6 +198,9 @@ class AblationSettings:
     steps: int = 20  # batches per measured run (at most one epoch)
     min_seconds: float = 3.0  # a fast version is measured over more runs until they add up to this long
     model: bool = False
+    #: with ``model``: a key of `labkit.device.simulated_accelerator.ACCELERATORS` ("a100") to step against a
+    #: simulated GPU instead of running a real model ("": a small CNN on a CPU, ResNet-50 on a GPU)
+    accelerator: str | AcceleratorModel = ""
     cold: bool = False
     seed: int = 0
     device: str = ""  # "": cuda when available, else cpu

@@ -1,6 +1,6 @@
 """Video-like clips stored as folders of JPEG frames (``root/<class>/<clip>/frameNNN.jpg``).
 
-The heavy two-step preprocessing of seed section 4.3: decode every frame of a clip (stage 1),
+The heavy two-step preprocessing of article section 4.3: decode every frame of a clip (stage 1),
 then resize, crop and lay out as C×H×W (stage 2). The same two functions serve the
 single-stage `ClipFolderDataset` and the two-stage `labkit.workers.staged_pipeline.StagedPipeline`, so the
 two can be measured on identical work.

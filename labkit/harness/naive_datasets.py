@@ -1,8 +1,8 @@
-"""The naive versions a lab shows beside the library's: the seed's bugs and traps, kept on purpose.
+"""The naive versions a lab shows beside the library's: the article's bugs and traps, kept on purpose.
 
 `NaivePathListDataset` holds paths in Python lists (forked workers copy them page by page as they
 touch reference counts); `PathTableDataset` is the same dataset with numpy string tables, as labkit's
-datasets hold theirs; `NaiveIterableDataset` is the seed's section 4.2 stream, which every worker reads
+datasets hold theirs; `NaiveIterableDataset` is the article's section 4.2 stream, which every worker reads
 whole. They live in the course, not in the library: nobody should train with the first and the last.
 """
 
@@ -64,7 +64,7 @@ class PathTableDataset(Dataset):
 
 
 class NaiveIterableDataset(IterableDataset):
-    """The bug of seed 4.2, on purpose: every worker iterates every record (duplicates ×num_workers)."""
+    """The bug of article §4.2, on purpose: every worker iterates every record (duplicates ×num_workers)."""
 
     def __init__(self, records: Callable[[], Iterable[Any]]) -> None:
         self.records = records

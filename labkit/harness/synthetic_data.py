@@ -1,7 +1,7 @@
 """A photo-like, class-labelled JPEG data set made offline (ImageFolder layout).
 
 Why not noise or flat shapes: decode cost and file size depend on image content. The
-seed's timings are for photos of about 200 KB at 800×600-ish; random noise compresses far
+article's timings are for photos of about 200 KB at 800×600-ish; random noise compresses far
 worse than photos and flat shapes far better, so either would make every measurement in
 the labs wrong. The images here follow the dead-leaves model, the standard synthetic
 stand-in for natural images: occluding shapes whose sizes follow a power law (which gives
@@ -34,7 +34,7 @@ from labkit.core.wording import count
 SHAPE_FAMILIES = ("disk", "square", "triangle", "ring", "stripe")
 MANIFEST_NAME = "labkit_manifest.json"
 QUICK_COUNT = 256
-GRAIN = 6.0  # sensor noise (std, in 8-bit levels): sets JPEG size near the seed's ~200 KB at 800x600
+GRAIN = 6.0  # sensor noise (std, in 8-bit levels): sets JPEG size near the article's ~200 KB at 800x600
 CORRUPT_KINDS = ("truncated", "empty", "not-an-image")
 _HTML = b"<!DOCTYPE html>\n<html><head><title>404 Not Found</title></head><body>Not Found</body></html>\n"
 

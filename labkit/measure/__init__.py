@@ -41,5 +41,6 @@ __all__, __getattr__, __dir__ = lazy_exports(
         "can_count_faults": "page_faults",
         "minor_faults": "page_faults",
         "tree_minor_faults": "page_faults",
+        "fault_seconds": "page_faults",
     },
 )

@@ -1,6 +1,6 @@
-"""Per-core CPU use sampled while a loop runs: the seed's ``htop`` advice (section 7) as a measurement.
+"""Per-core CPU use sampled while a loop runs: the article's ``htop`` advice (section 7) as a measurement.
 
-Watching ``htop`` during training, the seed reads two pictures: some cores idle for long stretches
+Watching ``htop`` during training, the article reads two pictures: some cores idle for long stretches
 (too few workers, or workers stuck waiting on I/O) and every core busy while the GPU waits (the
 device side, or the copy to it, needs the work). `CoreSampler` records the same picture — busy and
 I/O-wait shares of each core this process may use, every ``interval`` seconds, from a background
@@ -60,7 +60,7 @@ class CoreUsage:
         return [core for core, busy in zip(self.cores, self.mean_busy) if busy < threshold]
 
     def reading(self, data_share: float | None = None, busy: float = BUSY, idle: float = IDLE) -> str:
-        """What the picture says, in the seed's terms. ``data_share``: the share of each step the loop
+        """What the picture says, in the article's terms. ``data_share``: the share of each step the loop
         waited for data (`labkit.workers.profiled_loader.LoaderReport.data_share`), when a model step was timed."""
         if not len(self.busy):
             return "no sample taken: the run was shorter than one sampling interval"
@@ -108,8 +108,10 @@ class CoreUsage:
                 )
             else:
                 lines.append(
-                    "every core busy: the CPU is the limit. More workers cannot help; decode less "
-                    "(a faster decoder, a decoded pack), move work to the device, or get more cores"
+                    "every core busy: by the article's reading the CPU is the limit and more workers should not "
+                    "help; decode less (a faster decoder, a decoded pack), move work to the device, or get more "
+                    "cores. Busy is not always useful (a thread spinning while it waits looks busy): check the "
+                    "reading against a measured rate"
                 )
         else:
             lines.append(

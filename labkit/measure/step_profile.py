@@ -1,8 +1,8 @@
-"""Where the time of a training step goes, before anyone changes a knob (seed sections 3.4, 7, 8).
+"""Where the time of a training step goes, before anyone changes a knob (article sections 3.4, 7, 8).
 
 `profile_loader` times each step of a loop: waiting for data, host → device transfer, compute;
-the share of the step spent waiting, and the seed's verdict (> 30 % waiting: fix the loader;
-< 10 %: look at the model). Given a `labkit.device.transfer.DevicePrefetcher`, it keeps the seed's
+the share of the step spent waiting, and the article's verdict (> 30 % waiting: fix the loader;
+< 10 %: look at the model). Given a `labkit.device.transfer.DevicePrefetcher`, it keeps the article's
 fetch / transfer split visible: iterated as it is, the prefetcher copies and converts each batch
 inside the loop's ``next()``, so the copy would be folded into the wait and the transfer column
 would read zero; instead the profile times the prefetcher's loader (fetch), its host → device copy

@@ -3,8 +3,8 @@ within noise, decided from both, so a 1.02x never reads as a win.
 
 Every notebook and `labkit ablation` say what a measurement means through `judge`: the same rule
 everywhere, and a rule that can fail. A claim expects the candidate to be ``"better"`` than the baseline
-(faster: more images/s, or less time), ``"worse"``, or ``"same"``. Where the seed gives a size, the verdict
-also says whether that size was met (within the spread), exceeded (a larger effect than the seed's, beyond the
+(faster: more images/s, or less time), ``"worse"``, or ``"same"``. Where the article gives a size, the verdict
+also says whether that size was met (within the spread), exceeded (a larger effect than the article's, beyond the
 spread) or missed (a smaller one), not only the direction. A goal is a floor, not a point: it is reached only
 when the median ratio is at or above it, and the text says where the spread straddles it.
 
@@ -44,7 +44,7 @@ class Verdict:
     outcome: str
     passes: tuple
     size: float | None = None
-    size_from: str = "the seed measured"
+    size_from: str = "the article measured"
     size_outcome: str | None = None
     goal: float | None = None
     goal_outcome: str | None = None
@@ -85,13 +85,13 @@ def judge(
     expect: Expect = "better",
     higher_is_better: bool = True,
     size: float | None = None,
-    size_from: str = "the seed measured",
+    size_from: str = "the article measured",
     min_effect: float = MIN_EFFECT,
     goal: float | None = None,
     unit: str = "passes",
 ) -> Verdict:
     """The verdict on ``claim`` from repeated passes of the baseline and the candidate (images/s, or seconds
-    with ``higher_is_better=False``). ``size`` is the ratio the seed gives, if any (``size_from`` words its
+    with ``higher_is_better=False``). ``size`` is the ratio the article gives, if any (``size_from`` words its
     source). ``goal``: the least ratio wanted, reached when the median is at or above it. ``unit``: what the
     repeats are, as the text names them ("passes"; "seeds" for training runs).
 
@@ -116,7 +116,7 @@ def judge(
     if size is not None:
         if size <= 0:
             raise LabkitValueError(f"size={size}: a ratio, above 0")
-        # a size is an effect: "exceeded" is a larger one than the seed's in the claim's direction, "missed" a smaller
+        # a size is an effect: "exceeded" is a larger one than the article's in the claim's direction, "missed" less
         larger, smaller = (
             (size < low / up, size > high * up) if expect != "worse" else (size > high * up, size < low / up)
         )

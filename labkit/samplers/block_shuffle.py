@@ -1,4 +1,4 @@
-"""Locality-aware shuffling (seed 4.1): contiguous blocks in a random order, samples shuffled within a few blocks at
+"""Locality-aware shuffling (article §4.1): contiguous blocks in a random order, samples shuffled within a few blocks at
 a time, so a pack is read in long runs and page-cache misses stay few; and the same order split across ranks."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def block_shuffle_order(n: int, block_size: int, window: int, rng: np.random.Gen
 
 
 class BlockShuffleSampler(ResumableSampler):
-    """Locality-aware shuffle (seed 4.1): reads stay inside ``window`` contiguous blocks at a time.
+    """Locality-aware shuffle (article §4.1): reads stay inside ``window`` contiguous blocks at a time.
 
     With ``block_size × window`` samples in flight, a batch read from a pack touches one
     region of the file instead of the whole file, while the order still changes every

@@ -1,4 +1,4 @@
-"""Drawing classes equally often, whatever their frequencies (seed 2.2: class imbalance), resumably."""
+"""Drawing classes equally often, whatever their frequencies (article §2.2: class imbalance), resumably."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from labkit.samplers.resumable import ResumableSampler, epoch_rng
 
 
 class ClassBalancedSampler(ResumableSampler):
-    """Draws classes equally often, whatever their frequencies (seed 2.2: class imbalance).
+    """Draws classes equally often, whatever their frequencies (article §2.2: class imbalance).
 
     Each sample is weighted by 1 / (size of its class) and drawn with replacement through
     ``torch.utils.data.WeightedRandomSampler``, seeded per epoch so the draw is resumable.

@@ -9,7 +9,7 @@ from labkit.samplers.resumable import EverySampleOnce, SampleCount, epoch_rng
 
 
 class RandomOffsetSequentialSampler(EverySampleOnce):
-    """In order, from a random start that changes each epoch, wrapping around (seed 2.2: sequences)."""
+    """In order, from a random start that changes each epoch, wrapping around (article §2.2: sequences)."""
 
     def order(self, epoch: int) -> list[int]:
         start = int(epoch_rng(self.seed, epoch).integers(self.n)) if self.n else 0

@@ -1,4 +1,4 @@
-"""Batches that never split a group (seed 2.2: the frames of one video in one batch), resumably."""
+"""Batches that never split a group (article §2.2: the frames of one video in one batch), resumably."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from labkit.samplers.resumable import ResumableSampler, epoch_rng
 
 
 class GroupedBatchSampler(ResumableSampler):
-    """A batch sampler that never splits a group (seed 2.2: frames of one video in one batch).
+    """A batch sampler that never splits a group (article §2.2: frames of one video in one batch).
 
     Groups are shuffled each epoch and packed whole into batches of at most ``batch_size``;
     a batch closes early when the next group does not fit. Pass it as ``batch_sampler=``;

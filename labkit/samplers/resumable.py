@@ -1,4 +1,4 @@
-"""What every labkit sampler is: an order in which samples are read (seed sections 2.2, 4.1 and 4.4), resumable.
+"""What every labkit sampler is: an order in which samples are read (article sections 2.2, 4.1 and 4.4), resumable.
 
 Every sampler here derives an epoch's whole order from ``(seed, epoch)`` alone, so:
 

@@ -1,4 +1,4 @@
-"""One self-describing packed file of samples: the storage layer of seed section 5.3, made safe.
+"""One self-describing packed file of samples: the storage layer of article section 5.3, made safe.
 
 Layout (all integers little-endian)::
 

@@ -1,4 +1,4 @@
-"""Packing an ImageFolder into one pack file (seed section 5.3), in parallel, with a progress bar.
+"""Packing an ImageFolder into one pack file (article section 5.3), in parallel, with a progress bar.
 
 Worker processes each take a run of up to 256 files, read (and check or decode) them, take the
 run's place in the pack after the run before it, and write the run there themselves; the main

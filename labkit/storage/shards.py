@@ -1,4 +1,4 @@
-"""Where a stream's records come from, for the streaming and distributed labs (seed 4.2, 4.4).
+"""Where a stream's records come from, for the streaming and distributed labs (article §4.2, 4.4).
 
 A stream is stored as **shards**: many files, each read front to back. `split_pack` cuts one
 pack into shard packs of the sizes asked (real shards are rarely equal), `pack_records` reads

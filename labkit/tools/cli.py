@@ -1,4 +1,4 @@
-"""The ``labkit`` command: ``labkit data | pack | verify | demo | ablation | autotune | doctor | ddp-demo``.
+"""The ``labkit`` command: ``labkit data | pack | verify | demo | ablation | autotune | doctor | course | ddp-demo``.
 
 Each sub-command is a thin shell over a library function, so anything it does a notebook
 or a training script can do with one import. Every path named on the command line is checked before
@@ -16,9 +16,9 @@ from typing import Any
 
 from labkit.core.disk_space import is_disk_full
 from labkit.core.environment import quick_mode
-from labkit.core.errors import LabkitError
+from labkit.core.errors import LabkitError, LabkitFileNotFoundError
 from labkit.core.user_paths import check_output_file, check_output_folder, require_folder
-from labkit.core.wording import clipped
+from labkit.core.wording import clipped, count
 
 
 def _size(text: str) -> tuple[int, int]:
@@ -137,7 +137,8 @@ def _ablation_settings(args: argparse.Namespace, quick: bool) -> Any:
         runs=args.runs,
         steps=args.steps or (3 if quick else 20),
         min_seconds=0.0 if quick else 3.0,
-        model=args.model,
+        model=args.model or bool(args.accelerator),
+        accelerator=args.accelerator,
         cold=args.cold,
         device=args.device,
     )
@@ -231,21 +232,40 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _cmd_ddp_demo(args: argparse.Namespace) -> int:
     import subprocess
 
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={args.nproc}",
-        "-m",
-        "labkit.course.ddp_demo",
-        "--samples",
-        str(args.samples),
-        "--epochs",
-        str(args.epochs),
-    ]
+    from labkit.distributed.launch import torchrun_command, torchrun_env
+
+    command = torchrun_command(
+        "labkit.course.ddp_demo", ["--samples", args.samples, "--epochs", args.epochs], nproc=args.nproc
+    )
     print(" ".join(command[2:]), flush=True)
-    return subprocess.call(command)
+    return subprocess.call(command, env=torchrun_env())
+
+
+def _cmd_course(args: argparse.Namespace) -> int:
+    from labkit.core.environment import clone_root
+    from labkit.course.student_edition import write_student_edition
+
+    notebooks = args.notebooks or os.path.join(clone_root() or os.getcwd(), "notebooks")
+    if not os.path.isdir(notebooks):
+        raise LabkitFileNotFoundError(
+            f"{notebooks}: no course notebooks there; run this from a clone of the project, or name them with "
+            "--notebooks DIR"
+        )
+    check_output_folder(args.student)
+    editions = write_student_edition(notebooks, args.student)
+    names = sorted(n for n in os.listdir(notebooks) if n.endswith(".ipynb"))
+    for name, edition in zip(names, editions):
+        print(
+            f"{name:<32} {count(edition.stubs, 'part'):>9} to write, {count(edition.graded, 'graded check'):>16} "
+            f"({edition.points:g} point{'' if edition.points == 1 else 's'})"
+        )
+    print(
+        f"The student edition is in {args.student}: open it with `jupyter lab {args.student}` (the course's version "
+        f"of each build is in {os.path.join(args.student, 'reference')}, for the notebooks to run on where a "
+        "build is not written yet). To grade with nbgrader, run it with LABKIT_GRADING=1: a build left as a stub "
+        "then scores nothing."
+    )
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -263,7 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
         "the clone's data/: photos, photos-quick in quick mode, clips or hostile)",
     )
     p.add_argument(
-        "--n", type=int, default=None, help="number of images (default 2000, 256 in quick mode; the seed used 20000)"
+        "--n", type=int, default=None, help="number of images (default 2000, 256 in quick mode; the article used 20000)"
     )
     p.add_argument("--classes", type=int, default=10)
     p.add_argument(
@@ -334,13 +354,19 @@ def build_parser() -> argparse.ArgumentParser:
     measuring.add_argument("--json", default=None, help="also write the results to this JSON file")
     measuring.add_argument("--quick", action="store_true", help="256 images, short runs (also: LABKIT_QUICK=1)")
     for name, what in (
-        ("ablation", "the seed's four versions and the ones beyond, measured here"),
+        ("ablation", "the article's four versions and the ones beyond, measured here"),
         ("demo", "the main job: make, pack and verify the data, then the ablation"),
     ):
         p = sub.add_parser(name, parents=[common, measuring], help=what)
         p.add_argument("--runs", type=int, default=3, help="measured runs per version (median)")
         p.add_argument("--steps", type=int, default=None, help="batches per run (default 20; 3 in quick mode)")
         p.add_argument("--model", action="store_true", help="add a training step (small CNN on CPU, ResNet-50 on GPU)")
+        p.add_argument(
+            "--accelerator",
+            default="",
+            help="with the model step, a simulated GPU instead of a real model: a100, a100-tf32, v100 or v100-fp32 "
+            "(its published ResNet-50 training rate; the step waits that long without using a core)",
+        )
         p.add_argument("--cold", action="store_true", help="drop the data's page cache before each version")
         p.add_argument("--only", default=None, help="comma-separated version ids, e.g. v1,v5,v6 (t1,t5 with --train)")
         p.add_argument(
@@ -379,6 +405,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="threads decoding a batch in each worker (default: the cores shared among the workers)",
     )
     p.set_defaults(func=_cmd_doctor)
+
+    p = sub.add_parser("course", help="make the student edition of the course: every build a stub to write, graded")
+    p.add_argument("--student", required=True, metavar="DIR", help="folder to write it to (new, or an earlier one)")
+    p.add_argument("--notebooks", default=None, help="the course's notebooks (default: the clone's notebooks/)")
+    p.set_defaults(func=_cmd_course)
 
     p = sub.add_parser("ddp-demo", help="train a few DDP steps under torchrun and prove the ranks' data is disjoint")
     p.add_argument("--nproc", type=int, default=2, help="processes (ranks) on this machine")

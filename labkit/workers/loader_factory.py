@@ -3,7 +3,7 @@
 `make_loader` picks what this kit measures to be right for uint8 image datasets (uint8
 stacking, pinned memory where CUDA exists, persistent workers, one thread per worker), and
 adds two optional layers: ``LABKIT_PROFILE=1`` in the environment (or ``profile=True``) prints
-a wait/compute report at the end of every epoch (seed section 8's "profile switch"), and
+a wait/compute report at the end of every epoch (article section 8's "profile switch"), and
 ``hang_timeout=`` turns a stuck worker into an explained error (`labkit.workers.watchdog`). The loader
 it returns keeps its own place in the order (`labkit.workers.stateful_loader`): resuming a killed
 run is ``loader.load_state_dict(checkpoint["loader"])``.

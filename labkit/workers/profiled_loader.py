@@ -1,8 +1,8 @@
 """A loader that times its own epochs: how long the loop waited for each batch, and how long it spent on it.
 
 What ``LABKIT_PROFILE=1`` wraps around `labkit.workers.loader_factory.make_loader`'s loader (the
-seed's section 8 "profile switch"): each epoch ends with its `labkit.workers.step_report.LoaderReport`, the share
-of each step spent waiting for data read against the seed's 30 % / 10 % rule.
+article's section 8 "profile switch"): each epoch ends with its `labkit.workers.step_report.LoaderReport`, the share
+of each step spent waiting for data read against the article's 30 % / 10 % rule.
 """
 
 from __future__ import annotations

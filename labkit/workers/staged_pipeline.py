@@ -1,11 +1,11 @@
-"""A two-stage process pipeline joined by a shared-memory ring (seed section 4.3).
+"""A two-stage process pipeline joined by a shared-memory ring (article section 4.3).
 
 Stage 1 (``num_decoders`` processes) turns an item — a clip's frame files, say — into a fixed-size
 array written straight into a free slot of a shared-memory ring; stage 2 (``num_transformers``
 processes) reads the slot, transforms it (resize, crop, to tensor), frees the slot and sends
 the result on. Bounded queues everywhere: a slow stage makes the stage before it wait
 instead of filling memory. The stages run at the same time, so throughput is set by the
-slower stage alone, not by the sum of both — the point of the seed's video example.
+slower stage alone, not by the sum of both — the point of the article's video example.
 
 Failure is loud and clean: an exception in any stage is re-raised in the main process as
 `PipelineError` naming the stage and the item; a worker that dies is named too; and however

@@ -1,4 +1,4 @@
-"""Where a training loop's steps go: waiting for data, the copy to the device, the compute; and the seed's rule that
+"""Where a training loop's steps go: waiting for data, the copy to the device, the compute; and the article's rule that
 reads the share spent waiting (section 3.4: over 30 %, the loader is the problem; under 10 %, the model is).
 
 `LoaderReport` is what `labkit.workers.profiled_loader.ProfiledLoader` prints each epoch and what
@@ -16,12 +16,12 @@ import numpy as np
 
 from labkit.core.plotting import pyplot
 
-DATA_BOUND = 0.30  # seed 3.4: above this share of the step waiting for data, the loader is the problem
+DATA_BOUND = 0.30  # article §3.4: above this share of the step waiting for data, the loader is the problem
 MODEL_BOUND = 0.10  # below it, the loader keeps up: look at the model
 
 
 def data_bound_diagnosis(data_share: float) -> str:
-    """The seed's rule of thumb, in words, for a share of step time spent waiting for data."""
+    """The article's rule of thumb, in words, for a share of step time spent waiting for data."""
     if data_share > DATA_BOUND:
         return (
             f"data-bound: {data_share:.0%} of each step waits for data (over {DATA_BOUND:.0%}); fix the "
@@ -40,7 +40,7 @@ def data_bound_diagnosis(data_share: float) -> str:
 
 @dataclass
 class LoaderReport:
-    """Per-step wait / transfer / compute times of a loop, with the data-bound diagnosis (the seed's rule)."""
+    """Per-step wait / transfer / compute times of a loop, with the data-bound diagnosis (the article's rule)."""
 
     wait_s: list[float]
     transfer_s: list[float]
@@ -66,6 +66,13 @@ class LoaderReport:
         """Share of the total time the loop spent waiting for data."""
         total = sum(self.step_s)
         return sum(self.wait_s) / total if total else 0.0
+
+    @property
+    def compute_share(self) -> float:
+        """Share of the total time the model step ran: the device's busy share, where the step is timed on it (a
+        synchronised GPU step, or `labkit.device.simulated_accelerator.SimulatedAccelerator`)."""
+        total = sum(self.step_s)
+        return sum(self.compute_s) / total if total else 0.0
 
     @property
     def images_per_s(self) -> float:

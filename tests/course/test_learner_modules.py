@@ -57,15 +57,3 @@ def test_an_edited_module_is_reloaded_and_spawned_workers_import_it(lab):
         squares, batch_size=None, num_workers=1, multiprocessing_context=multiprocessing.get_context("spawn")
     )
     assert [int(x) for x in loader] == [0, 10, 40, 90]
-
-
-def test_a_piece_from_an_earlier_lab_is_the_learner_s_or_that_lab_s_own_cell_written_first(lab, tmp_path):
-    from labkit.course.learner_modules import learner_piece
-
-    piece = learner_piece("05_mmap_packing", "lab05_pack")  # notebook 05 never ran here: its cell writes it
-    assert hasattr(piece, "pack_images") and os.path.exists(os.path.join(learner_folder("05"), "lab05_pack.py"))
-    with open(os.path.join(learner_folder("05"), "lab05_pack.py"), "a") as f:
-        f.write("\nEDITED = True\n")  # the learner's own edit is what later labs get
-    assert learner_piece("05_mmap_packing", "lab05_pack").EDITED is True
-    with pytest.raises(LabkitError, match="run notebook 05_mmap_packing first"):
-        learner_piece("05_mmap_packing", "lab05_nothing")

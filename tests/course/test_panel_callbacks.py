@@ -38,6 +38,9 @@ def test_each_run_adds_a_history_row_and_a_point_against_the_knob_that_changed(w
     data = panel.plot_data()
     assert data["decoded pack"] == ([0, 1], [first.images_per_s, second.images_per_s])
     assert data["pack"] == ([1], [third.images_per_s])
+    lows, highs = panel.spreads()["decoded pack"]  # each run's slowest and fastest pass, around its median
+    assert all(low <= run.images_per_s <= high for low, high, run in zip(lows, highs, [first, second]))
+    assert (lows[0], highs[0]) == (min(first.rates), max(first.rates))
     panel.run(batch_size=16)
     assert panel.x_knob == "batch_size"
     assert panel.plot_data()["pack"][0] == [8, 16]

@@ -4,6 +4,7 @@ import os
 import pytest
 
 from labkit.core.errors import LabkitError
+from labkit.device.simulated_accelerator import AcceleratorModel
 from labkit.diagnose.autotuner import Budget
 from labkit.harness.ablation import (
     Result,
@@ -41,7 +42,7 @@ def test_seed_claims_are_judged_from_the_runs_with_the_seeds_size():
     results = [_result("v1", 100, 0.58), _result("v2", 180, 0.35), _result("v3", 181, 0.26), _result("v4", 150, 0.21)]
     notes = seed_notes(results)
     assert notes[0].endswith(
-        "Verdict: v2 faster than v1: held (1.80x, 1.76-1.84x over 2 + 2 passes); the seed "
+        "Verdict: v2 faster than v1: held (1.80x, 1.76-1.84x over 2 + 2 passes); the article "
         "measured 1.66x: that size was exceeded (here 1.80x)"
     )
     assert "v3 faster than v2: did not hold" in notes[1] and "v4 faster than v3: did not hold" in notes[2]
@@ -66,6 +67,23 @@ def test_peak_memory_is_checked_against_the_autotuners_budget():
     assert "within the autotuner's budget" in budget_note(results, Budget(4 * 2**30, 2**30))
     assert "v5 2300 MiB" in budget_note(results, Budget(2 * 2**30, 2**30))
     assert "v1" not in budget_note(results, Budget(2 * 2**30, 2**30))
+
+
+def test_against_a_simulated_accelerator_its_busy_share_is_reported_and_named(ws, capsys):
+    gpu = AcceleratorModel("test GPU", "a test model", 200.0, "a test")  # 40 ms a batch of 8: a busy share to read
+    report = run_ablation(
+        ws,
+        AblationSettings(
+            batch_size=8, num_workers=1, runs=1, steps=2, min_seconds=0.0, device="cpu", model=True, accelerator=gpu
+        ),
+        only=["v6"],
+        progress=False,
+    )
+    busy = report["versions"][0]["gpu_busy"]
+    assert busy is not None and 0 < busy <= 1
+    assert "with a model step on a simulated test GPU (a test model, 200 images/s published by a test)" in (
+        capsys.readouterr().out
+    )
 
 
 @pytest.mark.timeout(60)

@@ -3,7 +3,9 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from labkit.measure.page_faults import can_count_faults, minor_faults, tree_minor_faults
+from labkit.core.errors import LabkitValueError
+from labkit.measure import page_faults
+from labkit.measure.page_faults import can_count_faults, fault_seconds, minor_faults, tree_minor_faults
 
 linux_proc = pytest.mark.skipif(not can_count_faults(), reason="page faults per process are read from Linux's /proc")
 
@@ -59,3 +61,30 @@ def test_tree_counts_a_child_process():
     finally:
         done.set()
         child.join(10)
+
+
+def test_a_fault_costs_a_positive_time_under_a_millisecond():
+    cost = fault_seconds(pages=256, repeats=3)
+    assert 0 < cost < 1e-3  # a first touch is kernel work on one page: well under a millisecond anywhere
+
+
+@linux_proc
+def test_the_fresh_segment_that_fault_seconds_times_does_fault_on_first_touch(monkeypatch):
+    counted = []
+    real_fill = np.ndarray.fill
+
+    class Counting(np.ndarray):
+        def fill(self, value):
+            before = minor_faults()
+            real_fill(self, value)
+            counted.append(minor_faults() - before)
+
+    monkeypatch.setattr(page_faults.np, "ndarray", Counting)
+    fault_seconds(pages=512, repeats=1)
+    first, again = counted
+    assert first >= 512 // 8 and again < first  # first touch faults (huge pages may group 512 into one); again not
+
+
+def test_fault_seconds_refuses_nonsense():
+    with pytest.raises(LabkitValueError, match="both at least 1"):
+        fault_seconds(pages=0)

@@ -43,7 +43,7 @@ def test_times_are_inverted_so_less_time_is_better():
 def test_the_seed_size_is_judged_apart_from_the_direction():
     v = judge("v3 vs v2", [100, 102], [107, 109], size=1.35)
     assert v.held and v.size_outcome == "was missed (here 1.07x)"
-    assert str(v).endswith("the seed measured 1.35x: that size was missed (here 1.07x)")
+    assert str(v).endswith("the article measured 1.35x: that size was missed (here 1.07x)")
     assert judge("v3 vs v2", [100, 102], [130, 140], size=1.35).size_outcome == "was met"
     # a larger effect than the seed's is not a failure to hold: it was exceeded
     assert judge("v2 vs v1", [100, 102], [180, 182], size=1.66).size_outcome == "was exceeded (here 1.79x)"

@@ -1,4 +1,4 @@
-"""Every notebook in notebooks/ follows the course's conventions (notebooks/README.md).
+"""Every notebook in notebooks/ follows the course's conventions (docs/course_conventions.md).
 
 These read the notebooks as committed, outputs included: what a learner sees on a code host
 must be a clean quick run. Running them is nbval's job (`make test`).
@@ -73,14 +73,14 @@ SECTION = r"\d+(?:\.\d+)?(?:–\d+(?:\.\d+)?)?"
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_the_course_map_gives_the_seed_sections_the_header_cites(path):
-    """The course map (notebooks/README.md) and a notebook's opening cell name the same seed sections."""
+    """The course map (notebooks/README.md) and a notebook's opening cell name the same article sections."""
     rows = {name: sections for name, sections, _ in course_map().rows}
     assert path.stem in rows, f"the course table in notebooks/README.md has no row for {path.stem}"
     header = _read(path).cells[0].source
     cited = set()
     for run in re.finditer(rf"\bsections? ((?:{SECTION}(?:, | and )?)+)", header):
         cited |= set(re.findall(SECTION, run.group(1)))
-    assert cited, "the opening cell cites no seed section ('section 2.1', 'sections 3.1–3.3 and 6.4')"
+    assert cited, "the opening cell cites no article section ('section 2.1', 'sections 3.1–3.3 and 6.4')"
     listed = {s.strip() for s in rows[path.stem].split(",")}
     assert listed == cited, f"the course map gives sections {sorted(listed)}, the header cites {sorted(cited)}"
 
@@ -207,11 +207,14 @@ def test_every_labkit_name_imported_exists(path):
                         importlib.import_module(alias.name)
 
 
+SOLUTION = re.compile(r"^(?:# Solution to exercise|\*\*Solution to exercise) (\d+)")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_exercise_solutions_are_collapsed(path):
-    """A learner should try an exercise before reading its answer."""
+    """A learner should try an exercise before reading its answer (a code solution, or a markdown one)."""
     for k, cell in enumerate(_read(path).cells):
-        if cell.cell_type == "code" and cell.source.lstrip().lower().startswith("# solution"):
+        if SOLUTION.match(cell.source.lstrip()):
             assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, (
                 f'cell {k} is a solution: set "jupyter": {{"source_hidden": true}} in its metadata'
             )
@@ -277,27 +280,25 @@ def _exercises(nb: nbformat.NotebookNode) -> list[tuple[int, str]]:
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
-def test_every_exercise_can_be_checked_or_says_what_a_good_answer_holds(path):
+def test_every_exercise_has_a_graded_check_or_a_collapsed_solution_and_none_gives_its_answer(path):
     nb = _read(path)
-    checks = {
-        int(m.group(1))
-        for _, cell in _code_cells(nb)
-        for m in re.finditer(r"^# Self-check, exercise (\d+)", cell.source, re.M)
-    }
+    solutions = {int(m.group(1)) for cell in nb.cells if (m := SOLUTION.match(cell.source.lstrip()))}
+    graded = set()
+    for k, cell in enumerate(nb.cells[:-1]):
+        asked = re.match(r"# Exercise (\d+):", cell.source)
+        if asked and cell.metadata.get("nbgrader", {}).get("solution"):
+            assert nb.cells[k + 1].metadata.get("nbgrader", {}).get("grade"), f"exercise {asked.group(1)}: no check"
+            graded.add(int(asked.group(1)))
     exercises = _exercises(nb)
     assert exercises, "the notebook has no exercises"
     for number, text in exercises:
-        if "Self-check below" in text:
-            assert number in checks, f"exercise {number} promises a self-check cell: '# Self-check, exercise {number}'"
-        else:
-            assert "good answer" in " ".join(text.lower().split()), (
-                f"exercise {number}: give it a self-check cell, or say what a good answer contains"
-            )
-    assert checks <= {n for n, _ in exercises}
+        assert number in solutions | graded, f"exercise {number}: give it a graded check or a collapsed solution"
+        assert "good answer" not in " ".join(text.lower().split()), f"exercise {number}: the question gives its answer"
+    assert graded | solutions <= {n for n, _ in exercises}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
 def test_a_solution_hides_its_outputs_too(path):
     for k, cell in enumerate(_read(path).cells):
-        if cell.cell_type == "code" and cell.source.lstrip().lower().startswith("# solution"):
+        if cell.cell_type == "code" and SOLUTION.match(cell.source.lstrip()):
             assert cell.metadata.get("jupyter", {}).get("outputs_hidden") is True, f"cell {k}: hide its outputs"
