@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from labkit.core.errors import LabkitKeyError, LabkitValueError
+from labkit.core.errors import LabkitValueError
 
 #: Where the figures come from: NVIDIA's own training benchmark of ResNet-50 v1.5 in PyTorch, one GPU.
 DLE_RESNET50 = (
@@ -58,7 +58,7 @@ def accelerator(name: str | AcceleratorModel) -> AcceleratorModel:
     try:
         return ACCELERATORS[name.lower()]
     except KeyError:
-        raise LabkitKeyError(
+        raise LabkitValueError(
             f"no simulated accelerator {name!r}; pick one of {', '.join(ACCELERATORS)}, or describe your own with "
             "AcceleratorModel(gpu, workload, images_per_s, source)"
         ) from None

@@ -153,6 +153,10 @@ def _check_paths(args: argparse.Namespace) -> None:
             check_output_file(getattr(args, flag), f"--{flag}")
     if args.work:
         check_output_folder(args.work, "--work")
+    if getattr(args, "accelerator", ""):
+        from labkit.device.simulated_accelerator import accelerator
+
+        accelerator(args.accelerator)  # an unknown name stops here, naming the known ones, before any data is made
 
 
 def _cmd_ablation(args: argparse.Namespace) -> int:

@@ -155,6 +155,14 @@ def test_an_output_that_cannot_be_written_stops_before_any_work(tmp_path, capsys
     assert os.listdir(tmp_path) == []
 
 
+def test_an_unknown_accelerator_stops_before_any_data_is_made(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LABKIT_DATA", str(tmp_path / "kit"))
+    assert main(["ablation", "--accelerator", "tpu", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("labkit ablation: no simulated accelerator 'tpu'; pick one of a100,"), err
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_pack_that_cannot_fit_is_refused_with_both_numbers(photos, small_disk, capsys):
     disk = small_disk(64 << 10)
     for extra in ([], ["--decoded", "64"]):
