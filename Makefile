@@ -30,13 +30,15 @@ test: $(STAMP)
 	LABKIT_QUICK=1 $(BIN)/python -m pytest -rfEs tests $(if $(NOTEBOOKS),--nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg $(NOTEBOOKS))
 
 # The course: JupyterLab on notebooks/ (quick mode unless LABKIT_QUICK=0), on a free port with a fresh
-# token, so the address to open is known before it starts and printed first.
+# token, so the address to open is known before it starts and printed first: the English edition's first
+# notebook, and the Chinese edition's (notebooks/zh/, built by labkit course --translate zh).
 LAB_FIRST := 00_start_here.ipynb
 lab: $(STAMP)
 	@port=$$($(BIN)/python -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'); \
 	token=$$($(BIN)/python -c 'import secrets; print(secrets.token_hex(16))'); \
 	echo ""; \
 	echo "  The course is at  http://localhost:$$port/lab/tree/$(LAB_FIRST)?token=$$token"; \
+	echo "  课程中文版：       http://localhost:$$port/lab/tree/zh/$(LAB_FIRST)?token=$$token"; \
 	echo "  Open it in your browser and start with $(LAB_FIRST); the notebooks go in number order."; \
 	echo "  Ctrl-C twice stops JupyterLab."; \
 	echo ""; \
@@ -44,7 +46,8 @@ lab: $(STAMP)
 		--IdentityProvider.token=$$token --ServerApp.default_url=/lab/tree/$(LAB_FIRST)
 
 # The student edition of the course: every build a stub to write, every check graded (labkit course --student).
-# Written to student/ (ignored by git); made again, it replaces only an earlier edition there.
+# Written to student/ (ignored by git), the Chinese one to student/zh/; made again, it replaces only an earlier
+# edition there.
 student: $(STAMP)
 	$(BIN)/labkit course --student student
 

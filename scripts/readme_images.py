@@ -5,7 +5,9 @@
 - ``sampler_tradeoff.png``: randomness against locality of the sampler orders on the course's quick
   data set (`labkit.samplers.order_scores`, as in notebook 02);
 - ``loader_panel.png``: the LoaderPanel of notebook 04 after a few runs, screenshotted in JupyterLab
-  by the browser test (tests/browser), which needs a Chromium.
+  by the browser test (tests/browser), which needs a Chromium;
+- ``zh_notebook.png``: section 3 of the Chinese edition's notebook 09 in JupyterLab, by the browser test of the
+  Chinese edition (it needs a CJK font too, e.g. Debian's fonts-noto-cjk, or the Chinese shows as boxes).
 
 Usage: ``.venv/bin/python scripts/readme_images.py [--skip-browser]``. Each PNG stays under 200 KB.
 """
@@ -72,30 +74,42 @@ def sampler_tradeoff_chart() -> str:
     return _save(fig, "sampler_tradeoff.png")
 
 
-def loader_panel_screenshot() -> str:
+def browser_screenshot(name: str, test: str, what: str) -> str:
+    """``docs/images/<name>``, written by the browser ``test`` (tests/browser) when LABKIT_README_IMAGES says where."""
     env = {**os.environ, "LABKIT_README_IMAGES": os.path.join(ROOT, IMAGES), "LABKIT_QUICK": "1"}
-    path = os.path.join(ROOT, IMAGES, "loader_panel.png")
+    path = os.path.join(ROOT, IMAGES, name)
     if os.path.exists(path):
         os.remove(path)  # a skipped test must not leave an old picture looking new
-    test = "tests/browser/test_panels.py::test_loader_panel_runs_what_its_slider_says"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", test, "-q", "-rs", "-p", "no:cacheprovider"], cwd=ROOT, env=env
     )
     if done.returncode != 0 or not os.path.exists(path):
-        raise SystemExit(
-            f"the browser test failed or was skipped (exit {done.returncode}): no screenshot of the LoaderPanel"
-        )
+        raise SystemExit(f"the browser test failed or was skipped (exit {done.returncode}): no screenshot of {what}")
     return _checked(path)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-browser", action="store_true", help="leave loader_panel.png as it is")
+    parser.add_argument(
+        "--skip-browser",
+        action="store_true",
+        help="leave the screenshots (loader_panel.png, zh_notebook.png) as they are",
+    )
     args = parser.parse_args()
     ablation_chart()
     sampler_tradeoff_chart()
     if not args.skip_browser:
-        loader_panel_screenshot()
+        browser_screenshot(
+            "loader_panel.png",
+            "tests/browser/test_panels.py::test_loader_panel_runs_what_its_slider_says",
+            "the LoaderPanel",
+        )
+        browser_screenshot(
+            "zh_notebook.png",
+            "tests/browser/test_chinese_edition_in_browser.py::"
+            "test_notebook_09_shows_its_chinese_sections_beside_the_english_run_s_outputs",
+            "the Chinese edition's notebook 09",
+        )
 
 
 if __name__ == "__main__":

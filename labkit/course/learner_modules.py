@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import re
 import sys
 from types import ModuleType
 
@@ -43,19 +44,42 @@ def learner_folder(lab: str) -> str:
     return folder
 
 
+#: The first line of a cell that writes a learner's module; with ``-a`` it appends a further step to the module
+#: the cells before it wrote, so a long build is written (and read) in steps.
+WRITEFILE = re.compile(r"%%writefile(?P<append> -a)? \{LAB\}/(?P<name>\w+)\.py[ \t]*(?:\n|$)")
+
+
+def module_parts(cells: list[dict], name: str) -> list[str]:
+    """The bodies of the code cells (nbformat dicts) that write module ``name``, in order: the one that writes it,
+    then those that append to it (``%%writefile -a``)."""
+    parts = []
+    for cell in cells:
+        source = "".join(cell["source"])
+        found = WRITEFILE.match(source) if cell["cell_type"] == "code" else None
+        if found and found.group("name") == name:
+            if not found.group("append"):
+                parts = []
+            parts.append(source[found.end() :])
+    return parts
+
+
+def joined_parts(parts: list[str]) -> str:
+    """The file the cells of `module_parts` leave behind: each cell's text as IPython writes it, a newline after
+    each."""
+    return "".join(part if part.endswith("\n") else part + "\n" for part in parts)
+
+
 def written_by(notebook: str, path: str, name: str) -> str:
-    """The source the ``%%writefile {LAB}/<name>.py`` cell of ``notebook`` writes; a missing notebook or cell is an
+    """The source the ``%%writefile {LAB}/<name>.py`` cells of ``notebook`` write; a missing notebook or cell is an
     error saying to run that notebook."""
-    marker = f"%%writefile {{LAB}}/{name}.py"
     try:
         with open(path, encoding="utf-8") as f:
             cells = json.load(f)["cells"]
     except OSError:
         cells = []
-    for cell in cells:
-        source = "".join(cell["source"])
-        if cell["cell_type"] == "code" and source.startswith(marker):
-            return source[len(marker) :].lstrip("\n")
+    parts = module_parts(cells, name)
+    if parts:
+        return joined_parts(parts)
     raise LabkitFileNotFoundError(
         f"{name}.py is not in {learner_folder(notebook[:2])} and {path} has no cell that writes "
         f"it: run notebook {notebook} first, which writes your version of it"

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,11 +30,10 @@ from typing import Any
 from labkit.core.atomic import write_atomic
 from labkit.core.errors import LabkitFileExistsError, LabkitValueError
 from labkit.course.builds import REFERENCE_FOLDER, STUB
+from labkit.course.learner_modules import WRITEFILE, joined_parts
 
 BEGIN = "BEGIN SOLUTION"
 END = "END SOLUTION"
-#: The first line of a build cell: the module it writes into the learner's folder.
-WRITEFILE = re.compile(r"%%writefile \{LAB\}/(\w+)\.py")
 #: The opening words of an exercise's collapsed solution (code, or markdown), which the student edition leaves out.
 SOLUTION_CELLS = ("# Solution to exercise", "**Solution to exercise")
 #: Put before the first code cell's own lines: the edition's learner modules live apart from the course's.
@@ -97,15 +95,22 @@ class StudentNotebook:
     points: float = 0.0
 
 
-def student_notebook(notebook: dict[str, Any], name: str) -> StudentNotebook:
+def solution_cells(notebook: dict[str, Any]) -> set[str]:
+    """The ids of ``notebook``'s collapsed exercise solutions (the cells that open with `SOLUTION_CELLS`' words)."""
+    return {cell["id"] for cell in notebook["cells"] if "".join(cell["source"]).startswith(SOLUTION_CELLS)}
+
+
+def student_notebook(notebook: dict[str, Any], name: str, solutions: set[str] | None = None) -> StudentNotebook:
     """The student edition of ``notebook`` (nbformat 4 as a dict; ``name`` for the errors): solution regions
-    stubbed, exercise solutions left out, outputs cleared."""
+    stubbed, exercise solutions left out, outputs cleared. ``solutions``: the ids of the exercise solutions, for a
+    translated notebook whose words differ (`solution_cells` of the English one; default: its own)."""
     result = StudentNotebook({**notebook, "cells": []})
+    solutions = solution_cells(notebook) if solutions is None else solutions
     first_code = next((k for k, c in enumerate(notebook["cells"]) if c["cell_type"] == "code"), None)
     for k, cell in enumerate(notebook["cells"]):
         source = "".join(cell["source"])
         meta = nbgrader_meta(cell)
-        if source.startswith(SOLUTION_CELLS):
+        if cell["id"] in solutions:
             continue
         cell = json.loads(json.dumps(cell))  # a copy: the course's notebook stays as it is
         if cell["cell_type"] == "code":
@@ -117,8 +122,9 @@ def student_notebook(notebook: dict[str, Any], name: str) -> StudentNotebook:
             result.stubs += source.count(BEGIN)
             module = WRITEFILE.match(source)
             if module:
-                body = source.split("\n", 1)[1] if "\n" in source else ""
-                result.references[module.group(1)] = strip_markers(body)
+                body = strip_markers(source[module.end() :])
+                earlier = result.references.get(module.group("name"), "") if module.group("append") else ""
+                result.references[module.group("name")] = joined_parts([earlier, body] if earlier else [body])
         if k == first_code:
             cell["source"] = [*EDITION_LINES.splitlines(keepends=True), *cell["source"]]
         if meta.get("grade"):
@@ -128,10 +134,14 @@ def student_notebook(notebook: dict[str, Any], name: str) -> StudentNotebook:
     return result
 
 
-def write_student_edition(notebooks: str, out: str, names: Iterable[str] | None = None) -> list[StudentNotebook]:
+def write_student_edition(
+    notebooks: str, out: str, names: Iterable[str] | None = None, english: str | None = None
+) -> list[StudentNotebook]:
     """Write the student edition of the ``*.ipynb`` in ``notebooks`` (or only ``names``) to ``out``, with
     ``reference/`` holding the course's version of every build. ``out`` must be new, empty, or a student edition
-    written before (its notebooks and references are replaced); it may not be ``notebooks`` itself."""
+    written before (its notebooks and references are replaced); it may not be ``notebooks`` itself. For a
+    translation of the course, ``english`` is the folder of the English notebooks, which say which cells are the
+    exercises' solutions."""
     notebooks, out = os.path.abspath(notebooks), os.path.abspath(out)
     if out == notebooks:
         raise LabkitValueError(f"{out}: the student edition goes to a folder of its own, not over the course")
@@ -146,7 +156,12 @@ def write_student_edition(notebooks: str, out: str, names: Iterable[str] | None 
     editions = []
     for name in chosen:
         with open(os.path.join(notebooks, name), encoding="utf-8") as f:
-            edition = student_notebook(json.load(f), name)
+            notebook = json.load(f)
+        solutions = None
+        if english is not None:
+            with open(os.path.join(english, name), encoding="utf-8") as f:
+                solutions = solution_cells(json.load(f))
+        edition = student_notebook(notebook, name, solutions)
         text = json.dumps(edition.notebook, indent=1, ensure_ascii=False) + "\n"
         write_atomic(os.path.join(out, name), text.encode("utf-8"))
         for module, source in edition.references.items():

@@ -16,7 +16,7 @@ from typing import Any
 
 from labkit.core.disk_space import is_disk_full
 from labkit.core.environment import quick_mode
-from labkit.core.errors import LabkitError, LabkitFileNotFoundError
+from labkit.core.errors import LabkitError, LabkitFileNotFoundError, LabkitValueError
 from labkit.core.user_paths import check_output_file, check_output_folder, require_folder
 from labkit.core.wording import clipped, count
 
@@ -248,6 +248,7 @@ def _cmd_ddp_demo(args: argparse.Namespace) -> int:
 def _cmd_course(args: argparse.Namespace) -> int:
     from labkit.core.environment import clone_root
     from labkit.course.student_edition import write_student_edition
+    from labkit.course.translation import TRANSLATIONS
 
     notebooks = args.notebooks or os.path.join(clone_root() or os.getcwd(), "notebooks")
     if not os.path.isdir(notebooks):
@@ -255,6 +256,10 @@ def _cmd_course(args: argparse.Namespace) -> int:
             f"{notebooks}: no course notebooks there; run this from a clone of the project, or name them with "
             "--notebooks DIR"
         )
+    if args.translate:
+        return _course_translation(os.path.relpath(notebooks), args.translate, args.check, args.todo)
+    if args.check or args.todo:
+        raise LabkitValueError("--check and --todo go with --translate LANGUAGE (labkit course --translate zh --check)")
     check_output_folder(args.student)
     editions = write_student_edition(notebooks, args.student)
     names = sorted(n for n in os.listdir(notebooks) if n.endswith(".ipynb"))
@@ -263,12 +268,48 @@ def _cmd_course(args: argparse.Namespace) -> int:
             f"{name:<32} {count(edition.stubs, 'part'):>9} to write, {count(edition.graded, 'graded check'):>16} "
             f"({edition.points:g} point{'' if edition.points == 1 else 's'})"
         )
+    translated = [
+        language
+        for language in sorted(os.listdir(notebooks))
+        if os.path.isdir(os.path.join(notebooks, language, TRANSLATIONS))
+    ]
+    for language in translated:
+        write_student_edition(
+            os.path.join(notebooks, language), os.path.join(args.student, language), english=notebooks
+        )
+        print(f"{language}/: the same notebooks in that language")
     print(
         f"The student edition is in {args.student}: open it with `jupyter lab {args.student}` (the course's version "
         f"of each build is in {os.path.join(args.student, 'reference')}, for the notebooks to run on where a "
         "build is not written yet). To grade with nbgrader, run it with LABKIT_GRADING=1: a build left as a stub "
         "then scores nothing."
     )
+    return 0
+
+
+def _course_translation(notebooks: str, language: str, check: bool, todo: bool) -> int:
+    """``labkit course --translate LANGUAGE``: build that edition of the course (or only check it, or mark in each
+    translation file what is left to translate)."""
+    from labkit.course.translation import build_edition, check_edition, write_todo
+
+    if todo:
+        for path, left, entries in write_todo(notebooks, language):
+            print(f"{path}: {left} of {entries} entries to translate")
+        return 0
+    if not check:
+        for name in build_edition(notebooks, language):
+            print(f"wrote {os.path.join(notebooks, language, name)}")
+    state = check_edition(notebooks, language)
+    for problem in state.problems:
+        print(problem)
+    for name in state.out_of_date:
+        print(f"{name}: the {language} notebook is not what its translation makes; build it (no --check)")
+    if state.problems or state.out_of_date:
+        print(
+            f"{count(len(state.problems), 'cell')} to translate, {count(len(state.out_of_date), 'notebook')} to build"
+        )
+        return 1
+    print(f"the {language} edition is complete and built")
     return 0
 
 
@@ -410,8 +451,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_cmd_doctor)
 
-    p = sub.add_parser("course", help="make the student edition of the course: every build a stub to write, graded")
-    p.add_argument("--student", required=True, metavar="DIR", help="folder to write it to (new, or an earlier one)")
+    p = sub.add_parser(
+        "course", help="make the student edition of the course (every build a stub, graded), or build a translation"
+    )
+    made = p.add_mutually_exclusive_group(required=True)
+    made.add_argument(
+        "--student", metavar="DIR", help="folder to write the student edition to (new, or an earlier one)"
+    )
+    made.add_argument(
+        "--translate",
+        metavar="LANGUAGE",
+        help="build that edition (zh: notebooks/zh/) from the English notebooks and notebooks/LANGUAGE/translations/",
+    )
+    p.add_argument("--check", action="store_true", help="with --translate: write nothing, exit 1 unless complete")
+    p.add_argument("--todo", action="store_true", help="with --translate: mark what is left to translate")
     p.add_argument("--notebooks", default=None, help="the course's notebooks (default: the clone's notebooks/)")
     p.set_defaults(func=_cmd_course)
 

@@ -108,6 +108,25 @@ def output_with(page: Page, inner: Locator, timeout: float = 180.0) -> Locator:
     return found.first
 
 
+_SCROLL_TO_CELL = """async (text) => {
+  const notebook = window.jupyterapp.shell.currentWidget.content;
+  const cells = notebook.model.cells;
+  for (let i = 0; i < cells.length; i++) {
+    if (cells.get(i).sharedModel.getSource().includes(text)) { await notebook.scrollToItem(i, 'start'); return i; }
+  }
+  return -1;
+}"""
+
+
+def scroll_to_cell(page: Page, text: str) -> int:
+    """Scroll the open notebook to the first cell whose source holds ``text`` (JupyterLab renders the cells near
+    the view only), and return its index."""
+    index = page.evaluate(_SCROLL_TO_CELL, text)
+    assert index >= 0, f"no cell of {notebook_state(page)['path']} holds {text!r}"
+    time.sleep(1.0)
+    return index
+
+
 # Scroll the open notebook down by most of a screen, back to the top after its end.
 _SCROLL_DOWN = """() => {
   const panel = document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer')

@@ -1,3 +1,4 @@
+import json
 import multiprocessing
 import os
 import sys
@@ -6,7 +7,7 @@ import pytest
 from torch.utils.data import DataLoader
 
 from labkit.core.errors import LabkitError
-from labkit.course.learner_modules import learner_folder, load_learner_module
+from labkit.course.learner_modules import learner_folder, load_learner_module, written_by
 
 MODULE = """
 from torch.utils.data import Dataset
@@ -57,3 +58,25 @@ def test_an_edited_module_is_reloaded_and_spawned_workers_import_it(lab):
         squares, batch_size=None, num_workers=1, multiprocessing_context=multiprocessing.get_context("spawn")
     )
     assert [int(x) for x in loader] == [0, 10, 40, 90]
+
+
+def _cell(source):
+    return {"cell_type": "code", "metadata": {}, "outputs": [], "source": source.splitlines(keepends=True)}
+
+
+def test_a_module_written_in_steps_is_every_step_in_order_and_a_fresh_write_starts_it_again(tmp_path):
+    cells = [
+        _cell("%%writefile {LAB}/lab99_steps.py\nA = 1"),
+        _cell("%%writefile -a {LAB}/lab99_other.py\nOTHER = 1\n"),
+        _cell("%%writefile -a {LAB}/lab99_steps.py\nB = 2\n"),
+    ]
+    path = tmp_path / "99_steps.ipynb"
+    path.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    assert (
+        written_by("99_steps", str(path), "lab99_steps") == "A = 1\nB = 2\n"
+    )  # IPython ends each cell's text with a newline
+    cells.append(_cell("%%writefile {LAB}/lab99_steps.py\nC = 3\n"))
+    path.write_text(json.dumps({"cells": cells}), encoding="utf-8")
+    assert written_by("99_steps", str(path), "lab99_steps") == "C = 3\n"
+    with pytest.raises(LabkitError, match="lab99_none.py"):
+        written_by("99_steps", str(path), "lab99_none")

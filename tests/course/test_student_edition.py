@@ -137,6 +137,22 @@ def test_the_edition_is_written_with_its_references_and_only_over_an_earlier_edi
     assert (foreign / "notes.txt").read_text() == "keep"
 
 
+def test_a_module_written_in_steps_has_one_reference_of_all_its_steps():
+    step = (
+        "%%writefile -a {LAB}/lab99_sums.py\ndef half(x):\n"
+        "    ### BEGIN SOLUTION: return half x\n    return x / 2\n    ### END SOLUTION\n"
+    )
+    notebook = _notebook()
+    notebook["cells"].insert(3, _code(step, {"solution": True, "grade": False, "grade_id": "lab99_half"}))
+    edition = student_notebook(notebook, "99_sums.ipynb")
+    reference = edition.references["lab99_sums"]
+    assert reference == strip_markers(BUILD.split("\n", 1)[1]) + "def half(x):\n    return x / 2\n"
+    assert edition.stubs == 3
+    namespace = {}
+    exec(compile(reference, "lab99_sums.py", "exec"), namespace)
+    assert namespace["double"](2) == 4 and namespace["half"](3) == 1.5
+
+
 def _course_notebooks():
     folder = os.path.join(clone_root(), "notebooks")
     for name in sorted(os.listdir(folder)):
@@ -155,9 +171,10 @@ def test_every_build_of_the_course_is_a_solution_cell_with_its_parts_marked_and_
         for k, cell in enumerate(notebook["cells"]):
             source, meta = "".join(cell["source"]), nbgrader_meta(cell)
             module = WRITEFILE.match(source)
-            if module and module.group(1) not in ARTICLE_AS_PRINTED:
+            if module and module.group("name") not in ARTICLE_AS_PRINTED:
+                name_ = module.group("name")
                 assert meta.get("solution") and "BEGIN SOLUTION" in source, f"{name} cell {k}: a build without parts"
-                assert f'"{module.group(1)}-check"' in json.dumps(ids), f"{name}: {module.group(1)} has no graded check"
+                assert f'"{name_}-check"' in json.dumps(ids), f"{name}: {name_} has no graded check"
             if meta.get("grade"):
                 assert meta.get("points", 0) > 0 and meta.get("locked"), f"{name} cell {k}: a check without points"
 

@@ -129,6 +129,18 @@ def test_outputs_stay_small(path):
     assert size < MAX_OUTPUT_BYTES, f"{size / 1e6:.1f} MB of outputs: smaller figures (dpi ~80-100), fewer prints"
 
 
+MAX_CODE_LINES = 40
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=_ids(NOTEBOOKS))
+def test_code_cells_stay_short_enough_to_read(path):
+    """A learner reads a cell at a glance: a longer build is written in steps (``%%writefile -a``), and machinery
+    goes into labkit."""
+    for k, cell in _code_cells(_read(path)):
+        lines = len(cell.source.splitlines())
+        assert lines <= MAX_CODE_LINES, f"cell {k} has {lines} lines: split it, or move its machinery into labkit"
+
+
 def _writes_a_module(cell: nbformat.NotebookNode) -> bool:
     return cell.source.lstrip().startswith("%%writefile")
 
@@ -228,7 +240,7 @@ def test_a_learner_module_is_written_to_the_learner_folder_never_into_notebooks(
         return
     assert any("learner_folder(" in cell.source for _, cell in _code_cells(nb)), "no learner_folder() for %%writefile"
     for cell in writers:
-        target = cell.source.lstrip().splitlines()[0].split(maxsplit=1)[1]
+        target = cell.source.lstrip().splitlines()[0].split(maxsplit=1)[1].removeprefix("-a ")
         assert target.startswith("{LAB}/"), f"%%writefile {target}: write into {{LAB}}/ (labkit's learner_folder)"
         ast.parse("\n".join(cell.source.lstrip().splitlines()[1:]))  # the module it writes is valid Python
 

@@ -337,3 +337,13 @@ def test_a_pack_killed_at_any_moment_leaves_a_sound_pack_or_a_temporary_the_next
         verify_pack(target)
         os.unlink(target)
     assert killed_mid_write, "no kill landed while the pack was being written: nothing was tested"
+
+
+def test_course_writes_both_editions_student_edition_and_refuses_check_without_translate(tmp_path, capsys):
+    out = tmp_path / "student"
+    assert main(["course", "--student", str(out)]) == 0
+    assert (out / "00_start_here.ipynb").exists() and (out / "zh" / "00_start_here.ipynb").exists()
+    assert (out / "zh" / "reference").is_dir() and "zh/: the same notebooks in that language" in capsys.readouterr().out
+    assert main(["course", "--student", str(tmp_path / "other"), "--check"]) == 2
+    assert "--check and --todo go with --translate" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
