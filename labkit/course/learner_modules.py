@@ -10,13 +10,13 @@ a folder of its own under the data folder (never into ``notebooks/``, which stay
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import re
 import sys
 from types import ModuleType
 
 from labkit.core.errors import LabkitFileNotFoundError, LabkitValueError
+from labkit.course.notebook_files import cell_source, read_notebook
 from labkit.harness.workspace import data_root
 
 #: The edition whose learner modules this kernel keeps: "" for the course's complete notebooks.
@@ -54,7 +54,7 @@ def module_parts(cells: list[dict], name: str) -> list[str]:
     then those that append to it (``%%writefile -a``)."""
     parts = []
     for cell in cells:
-        source = "".join(cell["source"])
+        source = cell_source(cell)
         found = WRITEFILE.match(source) if cell["cell_type"] == "code" else None
         if found and found.group("name") == name:
             if not found.group("append"):
@@ -73,8 +73,7 @@ def written_by(notebook: str, path: str, name: str) -> str:
     """The source the ``%%writefile {LAB}/<name>.py`` cells of ``notebook`` write; a missing notebook or cell is an
     error saying to run that notebook."""
     try:
-        with open(path, encoding="utf-8") as f:
-            cells = json.load(f)["cells"]
+        cells = read_notebook(path)["cells"]
     except OSError:
         cells = []
     parts = module_parts(cells, name)

@@ -30,7 +30,8 @@ from typing import Any
 from labkit.core.atomic import write_atomic
 from labkit.core.errors import LabkitFileExistsError, LabkitValueError
 from labkit.course.builds import REFERENCE_FOLDER, STUB
-from labkit.course.learner_modules import WRITEFILE, joined_parts
+from labkit.course.learner_modules import WRITEFILE, joined_parts, module_parts
+from labkit.course.notebook_files import cell_source, notebook_text, read_notebook
 
 BEGIN = "BEGIN SOLUTION"
 END = "END SOLUTION"
@@ -97,7 +98,7 @@ class StudentNotebook:
 
 def solution_cells(notebook: dict[str, Any]) -> set[str]:
     """The ids of ``notebook``'s collapsed exercise solutions (the cells that open with `SOLUTION_CELLS`' words)."""
-    return {cell["id"] for cell in notebook["cells"] if "".join(cell["source"]).startswith(SOLUTION_CELLS)}
+    return {cell["id"] for cell in notebook["cells"] if cell_source(cell).startswith(SOLUTION_CELLS)}
 
 
 def student_notebook(notebook: dict[str, Any], name: str, solutions: set[str] | None = None) -> StudentNotebook:
@@ -108,7 +109,7 @@ def student_notebook(notebook: dict[str, Any], name: str, solutions: set[str] | 
     solutions = solution_cells(notebook) if solutions is None else solutions
     first_code = next((k for k, c in enumerate(notebook["cells"]) if c["cell_type"] == "code"), None)
     for k, cell in enumerate(notebook["cells"]):
-        source = "".join(cell["source"])
+        source = cell_source(cell)
         meta = nbgrader_meta(cell)
         if cell["id"] in solutions:
             continue
@@ -121,10 +122,9 @@ def student_notebook(notebook: dict[str, Any], name: str, solutions: set[str] | 
             cell["source"] = stub_solutions(source, where).splitlines(keepends=True)
             result.stubs += source.count(BEGIN)
             module = WRITEFILE.match(source)
-            if module:
-                body = strip_markers(source[module.end() :])
-                earlier = result.references.get(module.group("name"), "") if module.group("append") else ""
-                result.references[module.group("name")] = joined_parts([earlier, body] if earlier else [body])
+            if module and module.group("name") not in result.references:  # all its steps, from its first cell
+                steps = module_parts(notebook["cells"], module.group("name"))
+                result.references[module.group("name")] = strip_markers(joined_parts(steps))
         if k == first_code:
             cell["source"] = [*EDITION_LINES.splitlines(keepends=True), *cell["source"]]
         if meta.get("grade"):
@@ -155,15 +155,9 @@ def write_student_edition(
     os.makedirs(os.path.join(out, REFERENCE_FOLDER), exist_ok=True)
     editions = []
     for name in chosen:
-        with open(os.path.join(notebooks, name), encoding="utf-8") as f:
-            notebook = json.load(f)
-        solutions = None
-        if english is not None:
-            with open(os.path.join(english, name), encoding="utf-8") as f:
-                solutions = solution_cells(json.load(f))
-        edition = student_notebook(notebook, name, solutions)
-        text = json.dumps(edition.notebook, indent=1, ensure_ascii=False) + "\n"
-        write_atomic(os.path.join(out, name), text.encode("utf-8"))
+        solutions = None if english is None else solution_cells(read_notebook(os.path.join(english, name)))
+        edition = student_notebook(read_notebook(os.path.join(notebooks, name)), name, solutions)
+        write_atomic(os.path.join(out, name), notebook_text(edition.notebook).encode("utf-8"))
         for module, source in edition.references.items():
             write_atomic(os.path.join(out, REFERENCE_FOLDER, f"{module}.py"), source.encode("utf-8"))
         editions.append(edition)

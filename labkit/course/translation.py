@@ -28,15 +28,16 @@ from __future__ import annotations
 import copy
 import hashlib
 import io
-import json
 import os
 import re
 import tokenize
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from labkit.core.atomic import write_atomic
 from labkit.core.errors import LabkitValueError
+from labkit.course.notebook_files import cell_source, notebook_text, read_notebook
 
 #: The line that opens an entry.
 MARKER = re.compile(r"^<!-- cell=(?P<cell>[\w-]+) en=(?P<hash>[0-9a-f]{12})(?P<flags>(?: (?:code|todo))*) -->$")
@@ -91,12 +92,6 @@ def filled_text(entry_text: str, english: str) -> str:
     for name, value in time_figures(english).items():
         entry_text = entry_text.replace("{" + name + "}", value)
     return entry_text
-
-
-def cell_source(cell: dict[str, Any]) -> str:
-    """A notebook cell's source as one string (nbformat stores a string or a list of lines)."""
-    source = cell["source"]
-    return source if isinstance(source, str) else "".join(source)
 
 
 @dataclass(frozen=True)
@@ -164,24 +159,27 @@ def format_translations(entries: list[Entry], notebook: str, language: str) -> s
     return FILE_HEADER.format(language=language, notebook=notebook) + "\n" + "\n".join(map(format_entry, entries))
 
 
-def _python_tokens(source: str) -> list[tuple[int, str]]:
-    """The tokens of ``source`` that are code (no comments, no blank lines); IPython's magics and shell escapes
-    (lines starting with ``%`` or ``!``) count as one token each."""
+def _tokens(source: str) -> list[tokenize.TokenInfo]:
+    """The Python tokens of a code cell; IPython's magics and shell escapes (lines starting with ``%`` or ``!``)
+    count as one token each."""
     lines = []
     for line in source.split("\n"):
         stripped = line.lstrip()
         if stripped.startswith(("%", "!")):
             line = line[: len(line) - len(stripped)] + f"__ipython__({stripped!r})"
         lines.append(line)
-    skip = {tokenize.COMMENT, tokenize.NL}
-    tokens = tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline)
-    return [(t.type, t.string) for t in tokens if t.type not in skip]
+    return list(tokenize.generate_tokens(io.StringIO("\n".join(lines) + "\n").readline))
+
+
+def _python_tokens(source: str) -> list[tuple[int, str]]:
+    """The tokens of ``source`` that are code (no comments, no blank lines)."""
+    return [(t.type, t.string) for t in _tokens(source) if t.type not in (tokenize.COMMENT, tokenize.NL)]
 
 
 def has_comments(source: str) -> bool:
     """True when the code cell ``source`` holds a comment (the part of it a translation may change)."""
     try:
-        return any(t.type == tokenize.COMMENT for t in tokenize.generate_tokens(io.StringIO(source + "\n").readline))
+        return any(t.type == tokenize.COMMENT for t in _tokens(source))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return False
 
@@ -247,27 +245,23 @@ def translation_problems(english: dict[str, Any], entries: dict[str, Entry], nam
     return problems
 
 
-def build_translated_notebook(english: dict[str, Any], entries: dict[str, Entry], language: str) -> dict[str, Any]:
-    """The ``language`` edition of ``english``: each cell's source replaced by its current entry (a cell without
-    one stays English), ids, metadata and outputs kept. The problems are `translation_problems`' to report."""
+def build_translated_notebook(
+    english: dict[str, Any], entries: dict[str, Entry], language: str, problems: list[Problem] | None = None
+) -> dict[str, Any]:
+    """The ``language`` edition of ``english``: each cell's source replaced by its entry, ids, metadata and outputs
+    kept; a cell whose entry has a problem (``problems``, `translation_problems` when not given) stays English."""
+    if problems is None:
+        problems = translation_problems(english, entries, "")
+    unusable = {problem.cell for problem in problems}
     notebook = copy.deepcopy(english)
     for cell in notebook["cells"]:
         entry = entries.get(cell["id"])
-        if entry is None or entry.todo or entry.en_hash != source_hash(cell_source(cell)):
-            continue
-        if entry.code != (cell["cell_type"] == "code"):
-            continue
-        if entry.code and not same_code(cell_source(cell), entry.text):
+        if entry is None or cell["id"] in unusable:
             continue
         text = entry.text if entry.code else filled_text(entry.text, cell_source(cell))
         cell["source"] = text.splitlines(keepends=True)
     notebook["metadata"] = {**notebook["metadata"], "language": language}
     return notebook
-
-
-def notebook_text(notebook: dict[str, Any]) -> str:
-    """A notebook as the course commits it (one space of indent, UTF-8 as is, a final newline)."""
-    return json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
 
 
 def translation_file(course: str, language: str, notebook: str) -> str:
@@ -292,11 +286,6 @@ def english_notebooks(course: str) -> list[str]:
     return names
 
 
-def _read_notebook(path: str) -> dict[str, Any]:
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
 @dataclass(frozen=True)
 class EditionState:
     """An edition against the English course: what is missing or stale, and which built notebooks differ from
@@ -306,32 +295,38 @@ class EditionState:
     out_of_date: list[str]  # notebooks of the edition whose file is not what build_edition would write
 
 
+def _editions(course: str, language: str) -> Iterator[tuple[str, list[Problem], str, str | None]]:
+    """For each notebook of the course: its name, its translation's problems, the text of its ``language``
+    edition as the translation makes it, and that edition's file as it is (None where there is none)."""
+    for name in english_notebooks(course):
+        english = read_notebook(os.path.join(course, name))
+        entries = read_entries(course, language, name)
+        problems = translation_problems(english, entries, name)
+        built = notebook_text(build_translated_notebook(english, entries, language, problems))
+        path = os.path.join(course, language, name)
+        current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+        yield name, problems, built, current
+
+
 def check_edition(course: str, language: str) -> EditionState:
     """Compare the ``language`` edition under ``course``/``language`` with the English notebooks in ``course``
     and their translation files, writing nothing."""
-    problems: list[Problem] = []
-    out_of_date: list[str] = []
-    for name in english_notebooks(course):
-        english = _read_notebook(os.path.join(course, name))
-        entries = read_entries(course, language, name)
-        problems += translation_problems(english, entries, name)
-        built = notebook_text(build_translated_notebook(english, entries, language))
-        path = os.path.join(course, language, name)
-        current = open(path, encoding="utf-8").read() if os.path.exists(path) else None
+    state = EditionState([], [])
+    for name, problems, built, current in _editions(course, language):
+        state.problems.extend(problems)
         if current != built:
-            out_of_date.append(name)
-    return EditionState(problems, out_of_date)
+            state.out_of_date.append(name)
+    return state
 
 
 def build_edition(course: str, language: str) -> list[str]:
     """Write every notebook of the ``language`` edition that differs from what its translation makes; the names
     written. Cells not translated yet stay English (`check_edition` lists them)."""
     written = []
-    for name in check_edition(course, language).out_of_date:
-        english = _read_notebook(os.path.join(course, name))
-        built = build_translated_notebook(english, read_entries(course, language, name), language)
-        write_atomic(os.path.join(course, language, name), notebook_text(built).encode("utf-8"))
-        written.append(name)
+    for name, _, built, current in _editions(course, language):
+        if current != built:
+            write_atomic(os.path.join(course, language, name), built.encode("utf-8"))
+            written.append(name)
     return written
 
 
@@ -360,7 +355,7 @@ def write_todo(course: str, language: str) -> list[tuple[str, int, int]]:
     each, (its path, entries to translate, entries)."""
     done = []
     for name in english_notebooks(course):
-        entries = todo_entries(_read_notebook(os.path.join(course, name)), read_entries(course, language, name))
+        entries = todo_entries(read_notebook(os.path.join(course, name)), read_entries(course, language, name))
         path = translation_file(course, language, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         write_atomic(path, format_translations(entries, name, language).encode("utf-8"))
